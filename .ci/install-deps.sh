@@ -1,0 +1,33 @@
+#!/bin/sh
+# Installs the Debian packages chunkfs needs to build, test and benchmark.
+# Idempotent and non-interactive: safe to run on every CI run and by hand.
+set -eu
+
+PACKAGES="
+build-essential pkg-config make gcc clang
+libfuse3-dev fuse3 liburing-dev libxxhash-dev libblkid-dev
+libcriterion-dev
+util-linux e2fsprogs xfsprogs attr fio
+"
+
+missing=""
+for p in $PACKAGES; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing="$missing $p"
+done
+
+if [ -z "$missing" ]; then
+	echo "install-deps: all packages present"
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing:$missing (run as root to install them)" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
+echo "install-deps: installed:$missing"

@@ -1,0 +1,140 @@
+# chunkfs — one non-recursive Makefile for every program, library and test.
+#
+#   make                 build every program into build/$(BUILD)/
+#   make check           unit + golden + integration tests (tests/run.sh)
+#   make check-asan      the same under ASan + UBSan; fails on any sanitizer report
+#   make install         DESTDIR=... prefix=... (default /usr/local)
+#   make WERROR=         turn -Werror off (package builds, newer compilers)
+#
+# Module dependencies (enforced by what each program links):
+#   fs/format.c  -> libc + xxhash only      (libcfs_format.a: mkchunkfs links it without libfuse)
+#   iopath/*.c   -> libc + liburing          (libcfs_iopath.a: knows nothing of files or FUSE)
+#   fs/*.c       -> format + iopath + fuse3  (the chunkfs daemon)
+#   mkchunkfs/   -> format + iopath + blkid
+
+BUILD   ?= release
+prefix  ?= /usr/local
+bindir  ?= $(prefix)/bin
+sbindir ?= $(prefix)/sbin
+mandir  ?= $(prefix)/share/man
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WERROR  ?= -Werror
+
+WARN = -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wformat=2 -Wundef -Wvla -Wno-unused-parameter
+
+override CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -MMD -MP -I.
+override CFLAGS   += -std=gnu11 -pthread $(WARN)
+
+ifeq ($(BUILD),asan)
+override CFLAGS  += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(BUILD),debug)
+override CFLAGS  += -O0 -DCFS_DEBUG
+else ifneq ($(BUILD),release)
+$(error BUILD must be release, debug or asan)
+endif
+
+B := build/$(BUILD)
+
+FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
+BLKID_CFLAGS := $(shell pkg-config --cflags blkid 2>/dev/null)
+LIBS_FORMAT := -lxxhash
+LIBS_IOPATH := -luring -lpthread
+LIBS_BLKID  := -lblkid
+LIBS_FUSE   := -lfuse3
+
+# ---- sources ---------------------------------------------------------------
+FORMAT_SRCS    := fs/format.c
+IOPATH_SRCS    := $(wildcard iopath/*.c)
+DAEMON_SRCS    := $(filter-out $(FORMAT_SRCS),$(wildcard fs/*.c))
+MKFS_SRCS      := $(filter-out mkchunkfs/fsck.c,$(wildcard mkchunkfs/*.c))
+UNIT_SRCS      := $(wildcard tests/unit/test_*.c)
+TESTLIB_SRCS   := $(wildcard tests/lib/*.c)
+BENCH_SRCS     := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(B)/%.o,$(1))
+
+LIB_FORMAT := $(B)/libcfs_format.a
+LIB_IOPATH := $(B)/libcfs_iopath.a
+LIB_DAEMON := $(B)/libcfs_daemon.a
+
+PROGRAMS := $(B)/mkchunkfs
+ifneq ($(DAEMON_SRCS),)
+PROGRAMS += $(B)/chunkfs
+endif
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
+BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all check check-unit check-asan bench-build install clean lint
+all: $(PROGRAMS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(FUSE_CFLAGS) $(BLKID_CFLAGS) -c -o $@ $<
+
+$(LIB_FORMAT): $(call obj,$(FORMAT_SRCS))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(LIB_IOPATH): $(call obj,$(IOPATH_SRCS))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+# Everything of the daemon but main.c, so unit tests can link its modules.
+$(LIB_DAEMON): $(call obj,$(filter-out fs/main.c,$(DAEMON_SRCS)))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+
+$(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH)
+
+# Each unit test is its own binary, so a crash names its module. Every test links
+# every library; the linker keeps only what the test uses.
+UNIT_LIBS := $(if $(DAEMON_SRCS),$(LIB_DAEMON)) $(LIB_FORMAT) $(LIB_IOPATH)
+$(B)/tests/unit/%: $(B)/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+
+$(B)/bench/%: $(B)/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
+
+bench-build: $(BENCH_BINS) $(PROGRAMS)
+
+# ---- tests -----------------------------------------------------------------
+# tests/run.sh runs unit, golden and integration tests against build/$(BUILD)
+# and ends with one line "tests: N passed, N failed, N skipped".
+check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS)
+	BUILD=$(BUILD) tests/run.sh
+
+check-unit: $(PROGRAMS) $(UNIT_BINS)
+	BUILD=$(BUILD) tests/run.sh unit golden
+
+# Every sanitized process writes its reports under build/asan/reports (log_path),
+# so a report from a forked Criterion child or a daemon in the background counts
+# too; any file there fails the target.
+check-asan:
+	rm -rf build/asan/reports && mkdir -p build/asan/reports
+	$(MAKE) BUILD=asan SANITIZER_REPORTS=$(CURDIR)/build/asan/reports check
+	@if [ -n "$$(ls -A build/asan/reports)" ]; then \
+		echo "check-asan: sanitizer reports:"; cat build/asan/reports/*; exit 1; \
+	else echo "check-asan: no sanitizer reports"; fi
+
+# ---- install ---------------------------------------------------------------
+MANPAGES := $(wildcard fs/*.8 mkchunkfs/*.8)
+install: all
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(mandir)/man8
+	install -m 0755 $(B)/mkchunkfs $(DESTDIR)$(sbindir)/mkchunkfs
+	$(if $(DAEMON_SRCS),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
+	$(if $(MANPAGES),install -m 0644 $(MANPAGES) $(DESTDIR)$(mandir)/man8/)
+
+lint:
+	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) fs/*.h iopath/*.h
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

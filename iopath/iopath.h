@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * iopath.h — the one public header of iopath: moves aligned blocks between
+ * memory and a backing store.
+ *
+ * iopath knows nothing of files, chunks or FUSE. Callers (the chunkfs daemon,
+ * mkchunkfs, tests, bench/) hand it requests for byte ranges of one backing
+ * target and get a completion callback with the full length or -errno.
+ *
+ * Objects:
+ *   struct cfs_io    one backing target (block device, image file, RAM),
+ *                    shared by every thread. Opened once, closed once.
+ *   struct cfs_ioq   one submission/completion queue on that target (for
+ *                    the uring backend: one io_uring). A queue is owned by
+ *                    one thread at a time for submission and by one thread
+ *                    at a time for reaping (these may be two different
+ *                    threads: the submission side takes the queue's own
+ *                    lock, never a lock shared with other queues).
+ *   struct cfs_io_req  one request; caller-owned memory that must stay valid
+ *                    until its done() callback has run.
+ *
+ * Threading contract:
+ *   - done() runs in the thread that called cfs_ioq_reap() on the queue the
+ *     request finished on, never inside cfs_ioq_queue().
+ *   - A request queued on queue A finishes on queue A, except requests that
+ *     wait for a range lock (read-modify-write): they are resumed on the queue
+ *     of whoever released the lock. done() must therefore not assume a thread.
+ *
+ * Errors: every int-returning action returns >= 0 on success and -errno on
+ * failure. Short transfers and -EAGAIN/-EINTR are retried inside iopath
+ * (bounded by CFS_IO_RETRY_MAX), so done() sees either length_bytes or -errno.
+ *
+ * Alignment: iopath refuses (-EINVAL, counted as misaligned in the request's
+ * statistics) any read/write/discard/zero whose offset or length is not a
+ * multiple of the target's logical sector size, or whose buffer is not aligned
+ * to mem_align_bytes. The kernel here (ext4 on virtio, tmpfs) accepts
+ * misaligned O_DIRECT that an NVMe device rejects, so iopath checks itself.
+ * Unaligned byte ranges go through cfs_io_rmw_write() / cfs_io_unaligned_read().
+ */
+#ifndef CFS_IOPATH_H
+#define CFS_IOPATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- limits ------------------------------------------------------------ */
+
+#define CFS_IO_LENGTH_MAX	(1u << 20)	/* largest single request: FUSE max_write */
+#define CFS_IO_SECTOR_MAX	4096u		/* largest logical sector we support */
+#define CFS_IO_RETRY_MAX	8u		/* short transfer / EAGAIN resubmissions */
+#define CFS_IO_DEPTH_DEFAULT	128u		/* requests in flight per queue */
+#define CFS_IO_DEPTH_MAX	4096u
+
+_Static_assert(CFS_IO_LENGTH_MAX % CFS_IO_SECTOR_MAX == 0,
+	       "max request must be a whole number of the largest sector");
+
+/* ---- statistics ---------------------------------------------------------
+ * Per-chunk counters charged by iopath on completion. All fields are updated
+ * with relaxed atomics by whichever thread completes a request; readers copy
+ * with cfs_io_stats_snapshot() and never block I/O. The latency histogram is
+ * log-linear: CFS_HIST_SUB linear sub-buckets per power of two of
+ * nanoseconds, so a percentile is within 1/CFS_HIST_SUB (6.25%) of the truth.
+ */
+enum cfs_io_op {
+	CFS_IO_READ = 0,
+	CFS_IO_WRITE,
+	CFS_IO_FLUSH,		/* data flush of the whole target (fdatasync) */
+	CFS_IO_DISCARD,		/* the range may read back as anything until rewritten */
+	CFS_IO_ZERO,		/* the range reads back as zeros */
+	CFS_IO_OP_COUNT
+};
+
+#define CFS_HIST_SUB_BITS	4
+#define CFS_HIST_SUB		(1u << CFS_HIST_SUB_BITS)
+#define CFS_HIST_POW		40	/* 2^40 ns ~ 18 minutes: the last bucket is open-ended */
+#define CFS_HIST_BUCKETS	(CFS_HIST_POW * CFS_HIST_SUB)
+
+struct cfs_latency_hist {
+	uint64_t count;				/* completions recorded */
+	uint64_t sum_ns;			/* sum of latencies */
+	uint64_t min_ns;			/* UINT64_MAX while count == 0 */
+	uint64_t max_ns;
+	uint64_t bucket[CFS_HIST_BUCKETS];	/* see cfs_hist_bucket() */
+};
+
+struct cfs_io_op_stats {
+	uint64_t ops;				/* completed requests, successful or not */
+	uint64_t bytes;				/* bytes transferred by successful requests */
+	uint64_t errors;			/* requests completed with -errno */
+	struct cfs_latency_hist latency;	/* queue to done(), successful or not */
+};
+
+struct cfs_io_stats {
+	struct cfs_io_op_stats op[CFS_IO_OP_COUNT];
+	uint64_t inflight_now;			/* queued and not yet done */
+	uint64_t inflight_max;			/* high-water mark of inflight_now */
+	uint64_t err_eio;			/* errors by kind */
+	uint64_t err_enospc;
+	uint64_t err_misaligned;		/* refused by the alignment check */
+	uint64_t err_short;			/* short transfers that could not be completed */
+	uint64_t err_other;
+	uint64_t short_retries;			/* short transfers requeued (not errors) */
+	uint64_t rmw_ops;			/* unaligned requests done by read-modify-write */
+	uint64_t reset_time_ns;			/* CLOCK_REALTIME of the last reset */
+};
+
+/* Zero every counter and record the reset time. Safe against concurrent I/O
+ * (a completion racing a reset may land on either side of it). */
+void cfs_io_stats_reset(struct cfs_io_stats *stats);
+/* Copy stats field by field with atomic loads (no torn 64-bit values). */
+void cfs_io_stats_snapshot(const struct cfs_io_stats *stats, struct cfs_io_stats *copy);
+/* Record one completion. Used by iopath itself; exported for the daemon's
+ * own operations that do not pass through a backend (e.g. fsync on RAM). */
+void cfs_io_stats_record(struct cfs_io_stats *stats, enum cfs_io_op op,
+			 int res, uint64_t latency_ns);
+void cfs_hist_record(struct cfs_latency_hist *hist, uint64_t latency_ns);
+unsigned cfs_hist_bucket(uint64_t latency_ns);
+uint64_t cfs_hist_bucket_upper_ns(unsigned bucket);
+/* The latency at or below which `fraction` (0 < fraction <= 1) of the
+ * recorded completions fall, as the upper bound of its bucket clamped to
+ * max_ns; 0 when nothing was recorded. Works on a snapshot. */
+uint64_t cfs_hist_percentile_ns(const struct cfs_latency_hist *hist, double fraction);
+
+uint64_t cfs_now_ns(void);	/* CLOCK_MONOTONIC */
+
+/* ---- requests ---------------------------------------------------------- */
+
+struct cfs_io;
+struct cfs_ioq;
+
+struct cfs_io_req {
+	/* Set by the caller. */
+	uint64_t offset_bytes;			/* byte offset on the target */
+	uint32_t length_bytes;			/* <= CFS_IO_LENGTH_MAX; 0 for FLUSH */
+	uint8_t op;				/* enum cfs_io_op */
+	void *buf;				/* READ/WRITE only; aligned, see above */
+	struct cfs_io_stats *stats;		/* counters to charge; may be NULL */
+	void (*done)(struct cfs_io_req *req, int res);	/* res: length_bytes or -errno */
+	void *cookie;				/* the caller's (fuse_req_t, ...) */
+
+	/* Owned by iopath between queue and done; callers must not touch. */
+	uint32_t done_bytes;			/* progress across short transfers */
+	uint16_t retries;			/* resubmissions so far */
+	uint16_t iop_flags;			/* backend-private flags */
+	uint64_t queued_ns;			/* for the latency histogram */
+	struct cfs_io_req *iop_next;		/* intrusive link for iopath's lists */
+	void *iop_private;			/* backend-private (e.g. fault wrapper) */
+};
+
+/* ---- targets ----------------------------------------------------------- */
+
+/* Direct I/O is a policy, not a boolean (TigerBeetle): REQUIRED fails the
+ * open when the target refuses O_DIRECT; OPTIONAL falls back to buffered I/O
+ * with a warning on stderr; OFF never asks for it. */
+enum cfs_dio_policy {
+	CFS_DIO_REQUIRED = 0,
+	CFS_DIO_OPTIONAL,
+	CFS_DIO_OFF,
+};
+
+#define CFS_IO_RAM_MLOCK	(1u << 0)	/* lock the RAM store's pages as they are touched */
+#define CFS_IO_RAM_HUGEPAGES	(1u << 1)	/* ask for transparent huge pages */
+
+struct cfs_io_config {
+	const char *backend;		/* "uring" or "ram" */
+	const char *path;		/* uring: block device or image file */
+	uint64_t size_bytes;		/* ram: capacity (required); uring: 0 = whole target */
+	uint32_t align_bytes;		/* ram: advertised alignment, 0 = accept anything;
+					 * uring: 0 = discover from the target */
+	enum cfs_dio_policy dio;	/* uring only */
+	bool read_only;
+	bool exclusive;			/* block devices: O_EXCL, refuse one in use */
+	unsigned ram_flags;		/* CFS_IO_RAM_* */
+	const char *fault_spec;		/* non-NULL: wrap the backend in "fault"
+					 * (tests only; syntax in backend_fault.c) */
+};
+
+struct cfs_io_geometry {
+	uint64_t size_bytes;		/* usable bytes of the target */
+	uint32_t logical_sector_bytes;	/* offset/length alignment of every request */
+	uint32_t physical_sector_bytes;	/* atomic write unit (tearing granularity) */
+	uint32_t mem_align_bytes;	/* buffer alignment for direct I/O */
+	bool is_block_device;
+	bool direct;			/* the target is open with O_DIRECT */
+	bool discard_supported;		/* DISCARD frees space on the target */
+	const char *backend;		/* "uring", "ram", "fault(uring)", ... */
+};
+
+struct cfs_ioq_config {
+	unsigned depth;			/* requests in flight, 0 = CFS_IO_DEPTH_DEFAULT */
+	size_t buffer_arena_bytes;	/* aligned memory owned by the queue and
+					 * registered with its ring; 0 = none */
+};
+
+int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out);
+void cfs_io_close(struct cfs_io *io);
+const struct cfs_io_geometry *cfs_io_geometry(const struct cfs_io *io);
+/* Discover the direct-I/O alignment of an open fd: STATX_DIOALIGN, then
+ * BLKSSZGET/BLKPBSZGET for block devices, then 512. Fills the sector and
+ * alignment fields of geo; returns 0 or -errno. mkchunkfs uses it too. */
+int cfs_io_probe_alignment(int fd, struct cfs_io_geometry *geo);
+
+/* ---- queues ------------------------------------------------------------ */
+
+int cfs_ioq_create(struct cfs_io *io, const struct cfs_ioq_config *cfg, struct cfs_ioq **out);
+void cfs_ioq_destroy(struct cfs_ioq *q);	/* waits for everything in flight */
+
+/* Queue a request; it reaches the device at the next cfs_ioq_submit().
+ * Returns 0, -EBUSY when the queue is full (submit and reap, then retry), or
+ * -EINVAL for a malformed or misaligned request (done() is not called). */
+int cfs_ioq_queue(struct cfs_ioq *q, struct cfs_io_req *req);
+/* Hand everything queued to the device; returns how many were submitted. */
+int cfs_ioq_submit(struct cfs_ioq *q);
+/* Run done() for finished requests; waits until at least min_complete have
+ * finished (0 = do not wait). Returns how many done() calls ran. */
+int cfs_ioq_reap(struct cfs_ioq *q, unsigned min_complete);
+/* A file descriptor that becomes readable when completions are waiting, for
+ * an event loop that polls it together with /dev/fuse; -1 if unsupported. */
+int cfs_ioq_event_fd(struct cfs_ioq *q);
+unsigned cfs_ioq_inflight(const struct cfs_ioq *q);
+
+/* Convenience for metadata, mkchunkfs and tests: queue, submit and wait for
+ * one request on q. Returns length or -errno. Not for the data path. */
+int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes,
+		 uint32_t length_bytes, void *buf, struct cfs_io_stats *stats);
+
+/* ---- buffers ----------------------------------------------------------- */
+
+/* Aligned buffers from q's arena (registered with its ring, so the uring
+ * backend uses fixed-buffer operations for them). Only the thread that owns
+ * q's submission side may call these. Returns NULL when the arena is
+ * exhausted. Any other buffer aligned to mem_align_bytes is accepted too,
+ * with a non-fixed operation. */
+void *cfs_ioq_buf_get(struct cfs_ioq *q, uint32_t length_bytes);
+void cfs_ioq_buf_put(struct cfs_ioq *q, void *buf);
+/* True when [buf, buf+length) lies inside q's registered arena. */
+bool cfs_ioq_buf_is_fixed(const struct cfs_ioq *q, const void *buf, uint32_t length_bytes);
+
+/* ---- unaligned byte ranges --------------------------------------------
+ * Read-modify-write for ranges that are not sector-aligned. The covering
+ * sectors are locked (a lock per range, striped over a hash table, never one
+ * global lock), read, merged and written back; a request that overlaps a
+ * locked range waits in a list (no thread blocks) and is resumed when the
+ * range is released. Aligned writes that overlap a range under
+ * read-modify-write wait for it too, so no update is ever lost. When no
+ * read-modify-write is in flight the check costs one atomic load.
+ */
+struct cfs_io_rmw {
+	struct cfs_io_req req;		/* offset/length in bytes, any alignment; buf:
+					 * any alignment; op READ or WRITE; done/cookie
+					 * as for a plain request */
+	/* Owned by iopath. */
+	void *bounce;			/* aligned cover buffer from the queue's arena */
+	uint64_t cover_offset_bytes;
+	uint32_t cover_length_bytes;
+	uint8_t stage;
+	struct cfs_io_req inner;	/* the sector-aligned I/O in flight */
+	struct cfs_io_rmw *wait_next;	/* range-lock wait list */
+	struct cfs_ioq *q;
+};
+
+int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw);
+
+#endif /* CFS_IOPATH_H */
