@@ -14,8 +14,20 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "iopath/iopath.h"
+
+/* Always-on assertion for invariants whose violation would corrupt data
+ * (alignment, bounds, counts). Plain assert() is for debug-only checks. */
+_Noreturn void cfs_io_assert_fail(const char *expr, const char *file, int line,
+				  const char *func);
+#define CFS_ASSERT(expr)							\
+	do {									\
+		if (__builtin_expect(!(expr), 0))				\
+			cfs_io_assert_fail(#expr, __FILE__, __LINE__, __func__); \
+	} while (0)
 
 #define CFS_BACKEND_OPS_VERSION 1
 
@@ -45,12 +57,17 @@ extern const struct cfs_backend_ops cfs_backend_uring;
 extern const struct cfs_backend_ops cfs_backend_ram;
 extern const struct cfs_backend_ops cfs_backend_fault;
 
+/* The data backends by name ("uring", "ram", "null"); NULL if unknown. Never
+ * returns "fault": the fault wrapper uses it to find the backend it wraps. */
+const struct cfs_backend_ops *cfs_backend_lookup(const char *name);
+
 struct cfs_range_locks;		/* rmw.c: striped table of locked sector ranges */
 
 struct cfs_io {
 	const struct cfs_backend_ops *ops;
 	struct cfs_io_geometry geo;
-	struct cfs_io_config cfg;	/* copy; strings owned by the backend or static */
+	struct cfs_io_config cfg;	/* copy; the core owns copies of the strings
+					 * (path, fault_spec) until cfs_io_close() */
 	void *priv;			/* the backend's */
 	struct cfs_range_locks *locks;	/* read-modify-write range locks */
 	atomic_uint locked_ranges;	/* fast path: 0 means no range is locked */
@@ -60,16 +77,44 @@ struct cfs_ioq {
 	struct cfs_io *io;
 	void *priv;			/* the backend's */
 	pthread_mutex_t submit_lock;	/* this queue's submission side only */
-	atomic_uint inflight;		/* queued and not yet completed */
+	atomic_uint inflight;		/* staged on this queue's backend and not
+					 * yet completed (parked requests excluded) */
 	unsigned depth;
 	/* Aligned arena for cfs_ioq_buf_get(); registered by the uring backend. */
 	void *arena;
 	size_t arena_bytes;
 	void *arena_state;		/* the core's allocator state */
+	bool arena_registered;		/* set by a backend that registered the
+					 * arena (fixed-buffer I/O possible) */
 };
 
 /* Called by backends exactly once per request with its final result:
  * charges req->stats, drops inflight, runs req->done. */
 void cfs_ioq_complete(struct cfs_ioq *q, struct cfs_io_req *req, int res);
+
+/* ---- range locks (rmw.c) <-> core (io.c) ---------------------------------
+ *
+ * cfs_io_open() calls cfs_range_locks_init() after the backend opened (so
+ * io->geo is known) and cfs_io_close() calls cfs_range_locks_fini() before
+ * the backend closes. io->locked_ranges is 0 whenever no range is locked.
+ *
+ * cfs_ioq_queue() validates a WRITE, ZERO or DISCARD, charges it to
+ * stats->inflight_now, and then, only if atomic_load(&io->locked_ranges) is
+ * nonzero, calls cfs_range_wait_if_locked(). True means the request overlaps
+ * a locked range and was parked (cfs_ioq_queue() returns 0; it is not counted
+ * in any queue's inflight while parked). False means go ahead.
+ *
+ * When the range is released, rmw.c hands each parked request to
+ * cfs_ioq_resume() on the releasing queue, from the releasing thread (usually
+ * inside a done() run by cfs_ioq_reap()). cfs_ioq_resume() does not check the
+ * range locks again; it counts req in q's inflight, stages it under
+ * q->submit_lock and submits it at once (the owner may be asleep in reap). It
+ * returns 0, or -errno after completing req with that error (done() runs in
+ * the calling thread). Neither function may be called with q->submit_lock held.
+ */
+int cfs_range_locks_init(struct cfs_io *io);
+void cfs_range_locks_fini(struct cfs_io *io);
+bool cfs_range_wait_if_locked(struct cfs_ioq *q, struct cfs_io_req *req);
+int cfs_ioq_resume(struct cfs_ioq *q, struct cfs_io_req *req);
 
 #endif /* CFS_IOPATH_BACKEND_H */
