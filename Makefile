@@ -61,7 +61,7 @@ LIB_IOPATH := $(B)/libcfs_iopath.a
 LIB_DAEMON := $(B)/libcfs_daemon.a
 
 PROGRAMS := $(B)/mkchunkfs
-ifneq ($(DAEMON_SRCS),)
+ifneq ($(wildcard fs/main.c),)
 PROGRAMS += $(B)/chunkfs
 endif
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
@@ -128,7 +128,7 @@ MANPAGES := $(wildcard fs/*.8 mkchunkfs/*.8)
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(B)/mkchunkfs $(DESTDIR)$(sbindir)/mkchunkfs
-	$(if $(DAEMON_SRCS),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
+	$(if $(wildcard fs/main.c),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
 	$(if $(MANPAGES),install -m 0644 $(MANPAGES) $(DESTDIR)$(mandir)/man8/)
 
 lint:
