@@ -312,6 +312,17 @@ void cfs_sb_print(FILE *f, const struct cfs_sb *sb);
  * checksum = XXH3-64 with seed cfs_log_seed(uuid) over the header (checksum
  * field as zero) followed by the payload; padding is not covered. */
 
+/* On-disk record header (little-endian), pinned in fs/format_check.h. */
+struct cfs_dlog_header {
+	uint32_t	magic;			/*  0 CFS_LOG_MAGIC */
+	uint16_t	type;			/*  4 enum cfs_log_type */
+	uint16_t	flags;			/*  6 */
+	uint32_t	payload_length_bytes;	/*  8 <= CFS_LOG_MAX_PAYLOAD */
+	uint32_t	reserved;		/* 12 zero */
+	uint64_t	seq;			/* 16 */
+	uint64_t	checksum;		/* 24 */
+};
+
 /* A decoded record; payload points into the caller's buffer. */
 struct cfs_log_record {
 	uint16_t	type;			/* enum cfs_log_type (or newer) */
@@ -388,6 +399,18 @@ int cfs_log_walk(const void *buf, size_t length_bytes, uint64_t first_seq,
  * as zero) + body. seq = the log sequence at which the snapshot was taken:
  * the first log record after it carries seq (== sb.log_seq_start). */
 
+/* On-disk snapshot header (little-endian), pinned in fs/format_check.h. */
+struct cfs_dsnap_header {
+	uint32_t	magic;			/*  0 CFS_SNAP_MAGIC */
+	uint32_t	version;		/*  4 CFS_SNAP_VERSION */
+	uint64_t	body_length_bytes;	/*  8 */
+	uint64_t	record_count;		/* 16 */
+	uint64_t	seq;			/* 24 */
+	uint64_t	reserved[3];		/* 32 zero */
+	uint64_t	checksum;		/* 56 */
+};
+
+/* A verified snapshot; body points into the caller's buffer. */
 struct cfs_snap {
 	uint64_t	seq;
 	uint64_t	record_count;
