@@ -251,15 +251,42 @@ struct cfs_io_rmw {
 					 * any alignment; op READ or WRITE; done/cookie
 					 * as for a plain request */
 	/* Owned by iopath. */
-	void *bounce;			/* aligned cover buffer from the queue's arena */
+	void *bounce;			/* aligned cover buffer (rmw.c's per-target pool) */
 	uint64_t cover_offset_bytes;
 	uint32_t cover_length_bytes;
 	uint8_t stage;
 	struct cfs_io_req inner;	/* the sector-aligned I/O in flight */
-	struct cfs_io_rmw *wait_next;	/* range-lock wait list */
-	struct cfs_ioq *q;
+	struct cfs_io_rmw *wait_next;	/* range-lock table link while holding */
+	struct cfs_ioq *q;		/* the queue its I/O runs on now */
 };
 
+/* Start a read-modify-write (WRITE) or bounce read (READ) of rmw->req on q.
+ * Returns 0 (done() will run once, from a reap, with length_bytes or -errno),
+ * -EINVAL for a zero or over-long length, a range past the end or another op,
+ * or -EBUSY when every bounce buffer is in use (reap, then retry). Unaligned
+ * reads take no lock: each sector reads as before or after a concurrent write,
+ * as an aligned read would. */
 int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw);
+
+/* ---- RAM targets -------------------------------------------------------- */
+
+/* Bytes of a "ram" target's store backed by memory now (pages touched and not
+ * given back by DISCARD/ZERO; a read of a never-written page maps the shared
+ * zero page and counts too), from mincore(). 0 if io is not a RAM target.
+ * Scans the page table: for statfs and tests, not for the data path. */
+uint64_t cfs_io_ram_resident_bytes(struct cfs_io *io);
+
+/* ---- fault injection (tests only) ----------------------------------------
+ * For targets opened with cfg->fault_spec (syntax in backend_fault.c). */
+
+/* Replace the rules (and seed/torn) at run time: 0 or -EINVAL with a message
+ * on stderr. The counters of the new rules start from zero. */
+int cfs_io_fault_arm(struct cfs_io *io, const char *spec);
+/* Simulate power loss (spec volatile=1): drop every write not covered by a
+ * completed FLUSH; with torn (or spec torn=1) first apply a random subset of
+ * their physical sectors, so each unflushed sector reads back old or new and
+ * never anything else. Call with no I/O in flight. Returns the number of
+ * physical sectors applied, or -EINVAL if io is not a volatile fault target. */
+int cfs_io_fault_crash(struct cfs_io *io, bool torn);
 
 #endif /* CFS_IOPATH_H */
