@@ -124,7 +124,7 @@ static int print_store(const struct cfs_mkfs_opts *opts)
 		goto out_close;
 	ret = cfs_sb_pick(slots, slots + CFS_SB_BLOCK_BYTES, &sb, &slot, &why);
 	if (ret == -EINVAL) {
-		cfs_mkfs_error("%s: not a chunkfs store (%s)", t.path, why);
+		cfs_mkfs_error("%s: not a chunkfs store: %s", t.path, why);
 		goto out_close;
 	}
 	if (ret < 0) {
