@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
 #include "iopath/iopath.h"
 
@@ -56,10 +57,15 @@ struct cfs_backend_ops {
 extern const struct cfs_backend_ops cfs_backend_uring;
 extern const struct cfs_backend_ops cfs_backend_ram;
 extern const struct cfs_backend_ops cfs_backend_fault;
+extern const struct cfs_backend_ops cfs_backend_null;	/* bench -N: no data moves */
 
 /* The data backends by name ("uring", "ram", "null"); NULL if unknown. Never
  * returns "fault": the fault wrapper uses it to find the backend it wraps. */
 const struct cfs_backend_ops *cfs_backend_lookup(const char *name);
+
+/* align.c: a /sys/dev/block/MAJ:MIN/queue/<attr> number of the block device
+ * dev (or of its parent disk when dev is a partition); 0 when unknown. */
+uint64_t cfs_io_sysfs_queue_attr(dev_t dev, const char *attr);
 
 struct cfs_range_locks;		/* rmw.c: striped table of locked sector ranges */
 

@@ -132,7 +132,8 @@ struct cfs_ioq;
 struct cfs_io_req {
 	/* Set by the caller. */
 	uint64_t offset_bytes;			/* byte offset on the target */
-	uint32_t length_bytes;			/* <= CFS_IO_LENGTH_MAX; 0 for FLUSH */
+	uint32_t length_bytes;			/* READ/WRITE: <= CFS_IO_LENGTH_MAX;
+						 * DISCARD/ZERO: any (uint32_t); FLUSH: 0 */
 	uint8_t op;				/* enum cfs_io_op */
 	void *buf;				/* READ/WRITE only; aligned, see above */
 	struct cfs_io_stats *stats;		/* counters to charge; may be NULL */
@@ -163,9 +164,11 @@ enum cfs_dio_policy {
 #define CFS_IO_RAM_HUGEPAGES	(1u << 1)	/* ask for transparent huge pages */
 
 struct cfs_io_config {
-	const char *backend;		/* "uring" or "ram" */
+	const char *backend;		/* "uring", "ram", or "null" (benchmarks:
+					 * completes every request, moves no data) */
 	const char *path;		/* uring: block device or image file */
-	uint64_t size_bytes;		/* ram: capacity (required); uring: 0 = whole target */
+	uint64_t size_bytes;		/* ram, null: capacity (required); uring: 0 =
+					 * whole target, else at most the target */
 	uint32_t align_bytes;		/* ram: advertised alignment, 0 = accept anything;
 					 * uring: 0 = discover from the target */
 	enum cfs_dio_policy dio;	/* uring only */
@@ -207,21 +210,38 @@ int cfs_ioq_create(struct cfs_io *io, const struct cfs_ioq_config *cfg, struct c
 void cfs_ioq_destroy(struct cfs_ioq *q);	/* waits for everything in flight */
 
 /* Queue a request; it reaches the device at the next cfs_ioq_submit().
- * Returns 0, -EBUSY when the queue is full (submit and reap, then retry), or
- * -EINVAL for a malformed or misaligned request (done() is not called). */
+ * Returns 0, or, without calling done():
+ *   -EBUSY       q already has `depth` requests in flight (submit and reap,
+ *                then retry);
+ *   -EINVAL      misaligned (counted in stats->err_misaligned), or malformed:
+ *                bad op, no done(), no buffer, too long, beyond the end of
+ *                the target, FLUSH with a length (counted in err_other);
+ *   -EROFS       anything but READ/FLUSH on a read-only target;
+ *   -EOPNOTSUPP  DISCARD when geometry.discard_supported is false. */
 int cfs_ioq_queue(struct cfs_ioq *q, struct cfs_io_req *req);
 /* Hand everything queued to the device; returns how many were submitted. */
 int cfs_ioq_submit(struct cfs_ioq *q);
 /* Run done() for finished requests; waits until at least min_complete have
- * finished (0 = do not wait). Returns how many done() calls ran. */
+ * finished (0 = do not wait; clamped to cfs_ioq_inflight(), and staged but
+ * unsubmitted requests are submitted before sleeping, so it cannot wait for
+ * something that will never come). Returns how many done() calls ran, or
+ * -errno (-EINTR: a signal arrived and nothing had completed). */
 int cfs_ioq_reap(struct cfs_ioq *q, unsigned min_complete);
 /* A file descriptor that becomes readable when completions are waiting, for
- * an event loop that polls it together with /dev/fuse; -1 if unsupported. */
+ * an event loop that polls it together with /dev/fuse; -1 if unsupported.
+ * It is created on the first call (signalling costs a little per
+ * completion, so queues that never poll do not pay): call it before queueing
+ * the requests it should announce. Owned by q; do not close it. Read it
+ * (8 bytes) to re-arm, then cfs_ioq_reap(q, 0). */
 int cfs_ioq_event_fd(struct cfs_ioq *q);
+/* Requests staged on q and not yet completed (a request parked behind a
+ * range lock is counted on no queue until it is resumed). */
 unsigned cfs_ioq_inflight(const struct cfs_ioq *q);
 
 /* Convenience for metadata, mkchunkfs and tests: queue, submit and wait for
- * one request on q. Returns length or -errno. Not for the data path. */
+ * one request on q. Returns length or -errno. Not for the data path: it
+ * reaps q (running other requests' done() too), so call it only from the
+ * thread that reaps q, never from inside a done(). */
 int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes,
 		 uint32_t length_bytes, void *buf, struct cfs_io_stats *stats);
 
