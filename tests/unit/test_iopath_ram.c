@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_iopath_ram.c — backend "ram" through the public iopath interface:
+ * round trips, the alignment it advertises, memory given back by DISCARD and
+ * ZERO, range checks, completion only at reap, the event fd, statistics, and
+ * several queues on one target from several threads.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "iopath/iopath.h"
+
+#define MIB (1ull << 20)
+
+static struct cfs_io *open_ram(uint64_t size, uint32_t align, unsigned flags)
+{
+	struct cfs_io_config cfg = {
+		.backend = "ram", .size_bytes = size, .align_bytes = align, .ram_flags = flags,
+	};
+	struct cfs_io *io = NULL;
+	int ret = cfs_io_open(&cfg, &io);
+
+	cr_assert_eq(ret, 0, "open ram: %s", strerror(-ret));
+	return io;
+}
+
+static struct cfs_ioq *new_queue(struct cfs_io *io, unsigned depth)
+{
+	struct cfs_ioq_config qc = { .depth = depth };
+	struct cfs_ioq *q = NULL;
+
+	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
+	return q;
+}
+
+static void *xalloc(size_t bytes, size_t align)
+{
+	void *p = NULL;
+
+	cr_assert_eq(posix_memalign(&p, align, bytes), 0);
+	return p;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)((seed * 131 + i * 7 + (i >> 9)) ^ (seed >> 3));
+}
+
+Test(ram, open_needs_size_and_sane_alignment)
+{
+	struct cfs_io_config cfg = { .backend = "ram" };
+	struct cfs_io *io = NULL;
+
+	cr_assert_eq(cfs_io_open(&cfg, &io), -EINVAL);
+	cfg.size_bytes = MIB;
+	cfg.align_bytes = 768;
+	cr_assert_eq(cfs_io_open(&cfg, &io), -EINVAL);
+	cfg.align_bytes = 8192;
+	cr_assert_eq(cfs_io_open(&cfg, &io), -EINVAL);
+	cfg.align_bytes = 4096;
+	cfg.size_bytes = MIB + 512;
+	cr_assert_eq(cfs_io_open(&cfg, &io), -EINVAL);
+	cr_assert_null(io);
+}
+
+Test(ram, geometry)
+{
+	struct cfs_io *io = open_ram(8 * MIB, 512, 0);
+	const struct cfs_io_geometry *g = cfs_io_geometry(io);
+
+	cr_assert_eq(g->size_bytes, 8 * MIB);
+	cr_assert_eq(g->logical_sector_bytes, 512);
+	cr_assert_eq(g->physical_sector_bytes, 512);
+	cr_assert_eq(g->mem_align_bytes, 512);
+	cr_assert(g->discard_supported);
+	cr_assert_str_eq(g->backend, "ram");
+	cfs_io_close(io);
+
+	io = open_ram(8 * MIB, 0, 0);
+	g = cfs_io_geometry(io);
+	cr_assert_eq(g->logical_sector_bytes, 1);
+	cr_assert_eq(g->physical_sector_bytes, 4096);
+	cr_assert_eq(g->mem_align_bytes, 1);
+	cfs_io_close(io);
+}
+
+static const uint32_t sizes[] = { 512, 2048, 4096, 16384, 1u << 20 };
+
+/* Sizes the target's alignment allows, each in its own 2 MiB slot, with
+ * the 4 KiB after it checked to stay zero (nothing spills over). */
+static void round_trips(struct cfs_io *io)
+{
+	uint32_t align = cfs_io_geometry(io)->logical_sector_bytes;
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *w = xalloc(MIB, 4096), *r = xalloc(MIB, 4096);
+	struct cfs_io_stats *st = calloc(1, sizeof(*st));
+	uint64_t bytes = 0, ops = 0;
+
+	cfs_io_stats_reset(st);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t n = sizes[i];
+		uint64_t slot = i * 2 * MIB;
+
+		if (n % align)
+			continue;
+		fill(w, n, i + 1);
+		memset(r, 0xee, n);
+		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, slot, n, w, st), (int)n);
+		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, slot, n, r, st), (int)n);
+		cr_assert_eq(memcmp(w, r, n), 0, "round trip of %u bytes", n);
+		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, slot + n, 4096, r, NULL), 4096);
+		for (int j = 0; j < 4096; j++)
+			cr_assert_eq(r[j], 0, "byte %d after %u bytes", j, n);
+		bytes += n;
+		ops++;
+	}
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, st), 0);
+	cr_assert_eq(st->op[CFS_IO_WRITE].ops, ops);
+	cr_assert_eq(st->op[CFS_IO_READ].ops, ops);
+	cr_assert_eq(st->op[CFS_IO_WRITE].bytes, bytes);
+	cr_assert_eq(st->op[CFS_IO_READ].bytes, bytes);
+	cr_assert_eq(st->op[CFS_IO_FLUSH].ops, 1);
+	cr_assert_eq(st->op[CFS_IO_WRITE].latency.count, ops);
+	cr_assert_eq(st->inflight_now, 0);
+	cr_assert_geq(st->inflight_max, 1);
+	free(st);
+	free(w);
+	free(r);
+	cfs_ioq_destroy(q);
+}
+
+Test(ram, round_trips_aligned_512)
+{
+	struct cfs_io *io = open_ram(16 * MIB, 512, 0);
+
+	round_trips(io);
+	cfs_io_close(io);
+}
+
+Test(ram, round_trips_aligned_4096)
+{
+	struct cfs_io *io = open_ram(16 * MIB, 4096, 0);
+
+	round_trips(io);
+	cfs_io_close(io);
+}
+
+Test(ram, round_trips_mlock_and_hugepages)
+{
+	struct cfs_io *io = open_ram(16 * MIB, 512, CFS_IO_RAM_MLOCK | CFS_IO_RAM_HUGEPAGES);
+
+	round_trips(io);
+	cfs_io_close(io);
+}
+
+Test(ram, misaligned_refused_and_counted)
+{
+	struct cfs_io *io = open_ram(4 * MIB, 512, 0);
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *buf = xalloc(8192, 4096);
+	struct cfs_io_stats *st = calloc(1, sizeof(*st));
+
+	cfs_io_stats_reset(st);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 100, 512, buf, st), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 512, 100, buf, st), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 0, 512, buf + 8, st), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_ZERO, 256, 512, NULL, st), -EINVAL);
+	cr_assert_eq(st->err_misaligned, 4);
+	cr_assert_eq(st->op[CFS_IO_WRITE].ops, 0, "refused requests are not completions");
+	/* The aligned neighbour works. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 512, 512, buf, st), 512);
+	free(st);
+	free(buf);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
+Test(ram, align_zero_accepts_anything)
+{
+	struct cfs_io *io = open_ram(MIB, 0, 0);
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *w = malloc(9000), *r = malloc(9000);
+
+	fill(w, 9000, 3);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 12345, 7777, w + 1, NULL), 7777);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 12345, 7777, r + 3, NULL), 7777);
+	cr_assert_eq(memcmp(w + 1, r + 3, 7777), 0);
+	/* ZERO over partial pages: exactly the range is cleared. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_ZERO, 12345 + 100, 5000, NULL, NULL), 5000);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 12345, 7777, r, NULL), 7777);
+	for (int i = 0; i < 7777; i++)
+		cr_assert_eq(r[i], (i >= 100 && i < 5100) ? 0 : w[1 + i], "byte %d", i);
+	free(w);
+	free(r);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
+Test(ram, out_of_range_refused)
+{
+	struct cfs_io *io = open_ram(MIB, 512, 0);
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *buf = xalloc(8192, 4096);
+
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, MIB, 512, buf, NULL), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, MIB - 512, 1024, buf, NULL), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_DISCARD, MIB - 512, 1024, NULL, NULL), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, UINT64_MAX - 511, 512, buf, NULL), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, MIB - 512, 512, buf, NULL), 512);
+	free(buf);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
+static long rss_bytes(void)
+{
+	long pages_total, pages_rss;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	cr_assert(f);
+	cr_assert_eq(fscanf(f, "%ld %ld", &pages_total, &pages_rss), 2);
+	fclose(f);
+	return pages_rss * sysconf(_SC_PAGESIZE);
+}
+
+/* Memory grows with the data, not the size, and goes back on DISCARD/ZERO. */
+static void discard_returns_memory(enum cfs_io_op op, unsigned flags)
+{
+	const uint64_t size = 256 * MIB, data = 64 * MIB;
+	struct cfs_io *io = open_ram(size, 4096, flags);
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *buf = xalloc(MIB, 4096), *r = xalloc(MIB, 4096);
+	long rss0, rss1, rss2;
+
+	cr_assert_lt(cfs_io_ram_resident_bytes(io), MIB, "nothing is resident at open");
+	rss0 = rss_bytes();
+	fill(buf, MIB, 9);
+	for (uint64_t off = 0; off < data; off += MIB)
+		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, MIB + off, MIB, buf, NULL), (int)MIB);
+	rss1 = rss_bytes();
+	cr_assert_geq(cfs_io_ram_resident_bytes(io), data);
+	cr_assert_leq(cfs_io_ram_resident_bytes(io), data + 4 * MIB);
+	cr_assert_geq(rss1 - rss0, (long)(data - 4 * MIB), "rss %ld -> %ld", rss0, rss1);
+
+	/* Give back all but the first and last 4 KiB of the written range. */
+	for (uint64_t off = 4096; off < data - 4096;) {
+		uint32_t n = (uint32_t)(data - 4096 - off < 8 * MIB ? data - 4096 - off : 8 * MIB);
+
+		cr_assert_eq(cfs_ioq_sync(q, op, MIB + off, n, NULL, NULL), (int)n);
+		off += n;
+	}
+	rss2 = rss_bytes();
+	cr_assert_lt(cfs_io_ram_resident_bytes(io), 4 * MIB, "resident %lu",
+		     (unsigned long)cfs_io_ram_resident_bytes(io));
+	cr_assert_lt(rss2, rss1 - (long)(data - 8 * MIB), "rss %ld -> %ld", rss1, rss2);
+
+	/* The freed range reads as zeros; the kept edges kept their data. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, MIB, 8192, r, NULL), 8192);
+	cr_assert_eq(memcmp(r, buf, 4096), 0);
+	for (int i = 4096; i < 8192; i++)
+		cr_assert_eq(r[i], 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, MIB + data - MIB, MIB, r, NULL), (int)MIB);
+	for (uint32_t i = 0; i < MIB - 4096; i++)
+		cr_assert_eq(r[i], 0);
+	cr_assert_eq(memcmp(r + MIB - 4096, buf + MIB - 4096, 4096), 0);
+	free(buf);
+	free(r);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
+Test(ram, discard_returns_memory)
+{
+	discard_returns_memory(CFS_IO_DISCARD, 0);
+}
+
+Test(ram, zero_returns_memory)
+{
+	discard_returns_memory(CFS_IO_ZERO, 0);
+}
+
+Test(ram, discard_returns_memory_mlocked)
+{
+	discard_returns_memory(CFS_IO_DISCARD, CFS_IO_RAM_MLOCK);
+}
+
+static int done_calls;
+
+static void count_done(struct cfs_io_req *req, int res)
+{
+	cr_assert_eq(res, (int)req->length_bytes);
+	done_calls++;
+}
+
+Test(ram, done_runs_at_reap_not_in_queue)
+{
+	struct cfs_io *io = open_ram(MIB, 512, 0);
+	struct cfs_ioq *q = new_queue(io, 4);
+	uint8_t *buf = xalloc(4096, 4096);
+	struct cfs_io_req req[5];
+
+	memset(req, 0, sizeof(req));
+	done_calls = 0;
+	for (int i = 0; i < 4; i++) {
+		req[i] = (struct cfs_io_req){ .offset_bytes = (uint64_t)i * 4096, .length_bytes = 4096,
+					      .op = CFS_IO_WRITE, .buf = buf, .done = count_done };
+		cr_assert_eq(cfs_ioq_queue(q, &req[i]), 0);
+	}
+	req[4] = req[0];
+	cr_assert_eq(cfs_ioq_queue(q, &req[4]), -EBUSY, "depth 4 is full");
+	cr_assert_eq(done_calls, 0);
+	cr_assert_eq(cfs_ioq_inflight(q), 4);
+	cr_assert_eq(cfs_ioq_submit(q), 4);
+	cr_assert_eq(cfs_ioq_reap(q, 1), 4);
+	cr_assert_eq(done_calls, 4);
+	cr_assert_eq(cfs_ioq_inflight(q), 0);
+	cr_assert_eq(cfs_ioq_reap(q, 1), 0, "nothing in flight: reap does not wait");
+	free(buf);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
+Test(ram, event_fd_signals_completions)
+{
+	struct cfs_io *io = open_ram(MIB, 512, 0);
+	struct cfs_ioq *q = new_queue(io, 4);
+	uint8_t *buf = xalloc(4096, 4096);
+	struct cfs_io_req req = { .length_bytes = 4096, .op = CFS_IO_READ, .buf = buf,
+				  .done = count_done };
+	int fd = cfs_ioq_event_fd(q);
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint64_t v;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "quiet before any I/O");
+	done_calls = 0;
+	cr_assert_eq(cfs_ioq_queue(q, &req), 0);
+	cfs_ioq_submit(q);
+	cr_assert_eq(poll(&pfd, 1, 1000), 1);
+	cr_assert_eq(read(fd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	cr_assert_eq(cfs_ioq_reap(q, 0), 1);
+	cr_assert_eq(done_calls, 1);
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "quiet again after read + reap");
+	free(buf);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
+/* ---- several queues, several threads ---------------------------------------- */
+
+#define THREAD_REGION (4 * MIB)
+#define THREAD_ROUNDS 300
+
+struct worker {
+	struct cfs_io *io;
+	unsigned id;
+	int failures;
+};
+
+static void worker_done(struct cfs_io_req *req, int res)
+{
+	int *bad = req->cookie;
+
+	if (res != (int)req->length_bytes)
+		(*bad)++;
+}
+
+/* Each thread owns a queue and a region: batches of async writes, then
+ * reads back and checks, over and over. */
+static void *worker(void *arg)
+{
+	struct worker *w = arg;
+	struct cfs_ioq *q = NULL;
+	struct cfs_ioq_config qc = { .depth = 16 };
+	uint8_t *wbuf, *rbuf;
+	struct cfs_io_req req[16];
+	uint64_t base = (uint64_t)w->id * THREAD_REGION;
+
+	if (cfs_ioq_create(w->io, &qc, &q) || posix_memalign((void **)&wbuf, 4096, 16 * 16384) ||
+	    posix_memalign((void **)&rbuf, 4096, 16 * 16384)) {
+		w->failures++;
+		return NULL;
+	}
+	for (unsigned round = 0; round < THREAD_ROUNDS; round++) {
+		uint64_t off = base + (uint64_t)(round % 8) * 16 * 16384;
+
+		for (unsigned i = 0; i < 16; i++) {
+			fill(wbuf + i * 16384, 16384, w->id * 100000 + round * 16 + i);
+			req[i] = (struct cfs_io_req){ .offset_bytes = off + i * 16384,
+						      .length_bytes = 16384, .op = CFS_IO_WRITE,
+						      .buf = wbuf + i * 16384, .done = worker_done,
+						      .cookie = &w->failures };
+			if (cfs_ioq_queue(q, &req[i]))
+				w->failures++;
+		}
+		cfs_ioq_submit(q);
+		while (cfs_ioq_inflight(q))
+			cfs_ioq_reap(q, 1);
+		for (unsigned i = 0; i < 16; i++) {
+			req[i].op = CFS_IO_READ;
+			req[i].buf = rbuf + i * 16384;
+			if (cfs_ioq_queue(q, &req[i]))
+				w->failures++;
+		}
+		cfs_ioq_submit(q);
+		while (cfs_ioq_inflight(q))
+			cfs_ioq_reap(q, 1);
+		if (memcmp(wbuf, rbuf, 16 * 16384))
+			w->failures++;
+	}
+	free(wbuf);
+	free(rbuf);
+	cfs_ioq_destroy(q);
+	return NULL;
+}
+
+Test(ram, concurrent_queues_from_threads)
+{
+	enum { N = 4 };
+	struct cfs_io *io = open_ram(N * THREAD_REGION, 512, 0);
+	struct worker w[N];
+	pthread_t t[N];
+
+	for (unsigned i = 0; i < N; i++) {
+		w[i] = (struct worker){ .io = io, .id = i };
+		cr_assert_eq(pthread_create(&t[i], NULL, worker, &w[i]), 0);
+	}
+	for (unsigned i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(w[i].failures, 0, "thread %u", i);
+	}
+	cfs_io_close(io);
+}
+
+/* Reaping on another thread than the one queueing (the lock-free list). */
+struct reaper_arg {
+	struct cfs_ioq *q;
+	atomic_int done;
+	atomic_bool stop;
+};
+
+static void reaped_done(struct cfs_io_req *req, int res)
+{
+	struct reaper_arg *ra = req->cookie;
+
+	atomic_fetch_add(&ra->done, 1);
+}
+
+static void *reaper(void *arg)
+{
+	struct reaper_arg *ra = arg;
+
+	while (!atomic_load(&ra->stop) || cfs_ioq_inflight(ra->q))
+		cfs_ioq_reap(ra->q, 0);
+	return NULL;
+}
+
+Test(ram, submit_and_reap_on_two_threads)
+{
+	enum { TOTAL = 200000, DEPTH = 64 };
+	struct cfs_io *io = open_ram(MIB, 512, 0);
+	struct reaper_arg ra = { .q = new_queue(io, DEPTH) };
+	struct cfs_io_req *req = calloc(DEPTH, sizeof(*req));
+	uint8_t *buf = xalloc(512, 512);
+	pthread_t t;
+	int queued = 0;
+
+	cr_assert_eq(pthread_create(&t, NULL, reaper, &ra), 0);
+	while (queued < TOTAL) {
+		struct cfs_io_req *r = &req[queued % DEPTH];
+
+		/* Reuse a slot only after its completion: inflight < DEPTH. */
+		if (queued - atomic_load(&ra.done) >= DEPTH) {
+			sched_yield();
+			continue;
+		}
+		*r = (struct cfs_io_req){ .offset_bytes = (uint64_t)(queued % 2048) * 512,
+					  .length_bytes = 512, .op = CFS_IO_READ, .buf = buf,
+					  .done = reaped_done, .cookie = &ra };
+		cr_assert_eq(cfs_ioq_queue(ra.q, r), 0);
+		cfs_ioq_submit(ra.q);
+		queued++;
+	}
+	atomic_store(&ra.stop, true);
+	pthread_join(t, NULL);
+	cr_assert_eq(atomic_load(&ra.done), TOTAL);
+	free(req);
+	free(buf);
+	cfs_ioq_destroy(ra.q);
+	cfs_io_close(io);
+}
