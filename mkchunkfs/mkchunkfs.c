@@ -243,6 +243,11 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 	wcfg.discard = t.is_block_device && !opts->no_discard;
 	wcfg.fill = !t.is_block_device && !opts->sparse;
 	wcfg.progress = !opts->quiet && isatty(STDOUT_FILENO);
+	/* A uuid chosen by the user may be the one an earlier format of this
+	 * target had: its log records would verify with the same seed, so
+	 * none may survive (fs/FORMAT.md, writer rule 5). A random uuid never
+	 * matches, and the headers are enough. */
+	wcfg.zero_meta = opts->uuid_given;
 	if (cfs_mkfs_write(&t, &sb, &wcfg) < 0)
 		goto out_close;
 

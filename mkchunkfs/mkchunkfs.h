@@ -99,6 +99,8 @@ struct cfs_mkfs_write_cfg {
 	bool discard;			/* block device: BLKDISCARD the data region */
 	bool fill;			/* image: write every hole with zeros */
 	bool progress;			/* one-line progress on stdout (a terminal) */
+	bool zero_meta;			/* zero the whole metadata region, not only
+					 * its headers (a uuid given with -U) */
 };
 int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 		   const struct cfs_mkfs_write_cfg *cfg);

@@ -15,7 +15,9 @@
  *      configuration in the Informix measurements (seed 002).
  *   3. Metadata headers: an empty snapshot at the start of half A followed
  *      by a zeroed first log block, and a zeroed start of half B, so nothing
- *      left from an earlier format (even one with the same uuid) replays.
+ *      left from an earlier format replays. With a uuid given by -U the
+ *      whole region is zeroed first: an earlier format with the same uuid
+ *      left records that verify with the same seed (FORMAT.md rule 5).
  *   4. slot 1 <- generation 1 without INPROGRESS; flush. The store is valid
  *      from this moment (cfs_sb_pick takes the newest copy).
  *   5. slot 0 <- generation 2; flush. Both copies valid, as the daemon
@@ -456,6 +458,17 @@ out_clear:
 	return ret;
 }
 
+/* -U: the whole metadata region, before its headers are written. */
+static int zero_meta_region(struct wctx *c, const struct cfs_sb *sb)
+{
+	int ret;
+
+	progress_start(c, "zeroing metadata", sb->meta_size_bytes);
+	ret = write_zeros(c, sb->meta_offset_bytes, sb->meta_size_bytes);
+	progress_end(c);
+	return ret;
+}
+
 /* A new image's name must survive a power cut too. */
 static void sync_parent_dir(const char *path)
 {
@@ -517,6 +530,11 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 	test_kill_point("data");
 
 	/* 3. Metadata headers, durable before any superblock points at them. */
+	if (cfg->zero_meta) {
+		ret = zero_meta_region(&c, sb);
+		if (ret < 0)
+			goto out_free_area;
+	}
 	ret = write_meta_headers(&c, sb);
 	if (ret < 0)
 		goto out_free_area;

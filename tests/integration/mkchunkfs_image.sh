@@ -103,4 +103,24 @@ img=$CFS_WORK/quiet.img
 out=$("$mk" -q -s 32M "$img" 2>&1) || cfs_fail "-q format failed"
 [ -z "$out" ] || cfs_fail "-q printed: $out"
 cfs_log "quiet: ok"
+
+# --- 7. metadata region: headers always zeroed, all of it with -U ------------------
+# 64M store: metadata at 1 MiB, 4 MiB long, halves A at 1 MiB and B at 3 MiB.
+img=$CFS_WORK/meta.img
+"$mk" -q -s 64M "$img" || cfs_fail "format failed"
+dd if=/dev/urandom of="$img" bs=1M seek=1 count=4 conv=notrunc status=none
+"$mk" -q -f "$img" || cfs_fail "reformat failed"
+# Half A: the 64-byte empty snapshot ("CSNP"), then zeros for 64 KiB.
+[ "$(dd if="$img" bs=1 skip=$((1 << 20)) count=4 status=none)" = CSNP ] ||
+	cfs_fail "no snapshot at the start of half A"
+cmp -s -n $((65536 - 64)) <(dd if="$img" bs=64 skip=$(((1 << 20) / 64 + 1)) status=none) /dev/zero ||
+	cfs_fail "half A's first log block is not zeroed"
+cmp -s -n 65536 <(dd if="$img" bs=64K skip=48 count=1 status=none) /dev/zero ||
+	cfs_fail "the start of half B is not zeroed"
+dd if=/dev/urandom of="$img" bs=1M seek=1 count=4 conv=notrunc status=none
+"$mk" -q -f -U $U "$img" || cfs_fail "reformat with -U failed"
+cmp -s -n $((4 * 1048576 - 64)) <(dd if="$img" bs=64 skip=$(((1 << 20) / 64 + 1)) status=none) /dev/zero ||
+	cfs_fail "-U did not zero the whole metadata region"
+"$mk" -q -D "$img" || cfs_fail "-D after the -U reformat"
+cfs_log "metadata headers: ok"
 exit 0
