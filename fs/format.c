@@ -564,6 +564,11 @@ uint64_t cfs_log_seed(const uint8_t uuid[CFS_UUID_BYTES])
 	return XXH3_64bits_withSeed(uuid, CFS_UUID_BYTES, CFS_LOG_MAGIC);
 }
 
+uint64_t cfs_log_seq_skip(const struct cfs_sb *sb)
+{
+	return cfs_sb_half_size_bytes(sb) / CFS_LOG_HEADER_BYTES + 1;
+}
+
 /* XXH3-64 over header (checksum field zero) + payload, without copying. */
 static uint64_t record_checksum(const struct cfs_dlog_header *h, const void *payload,
 				uint32_t payload_length_bytes, uint64_t seed)

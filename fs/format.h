@@ -284,7 +284,8 @@ int cfs_sb_pick(const void *slot0, const void *slot1, struct cfs_sb *out,
  * What every reader (daemon, fsck, mkchunkfs' "is this formatted?") calls
  * after cfs_sb_pick(): -EUCLEAN if CFS_SB_INPROGRESS is set (mkchunkfs was
  * interrupted: reformat), -EOPNOTSUPP for unsupported version/incompat,
- * CFS_SB_RO_REQUIRED for unknown ro_compat bits, else 0.
+ * -EUCLEAN if cfs_sb_validate() fails, CFS_SB_RO_REQUIRED for unknown
+ * ro_compat bits, else 0 (checked in this order).
  */
 int cfs_sb_check_mountable(const struct cfs_sb *sb, const char **why);
 
@@ -359,14 +360,25 @@ int cfs_log_record_encode(void *buf, size_t buf_size_bytes, uint16_t type,
  * sequence number expected_seq. Returns 0 and fills *out, or:
  *   -EINVAL   fewer than CFS_LOG_HEADER_BYTES available (end of the region)
  *   -EUCLEAN  bad magic, payload over CFS_LOG_MAX_PAYLOAD, record past the
- *             end of avail_bytes, nonzero reserved field, bad checksum, or
- *             seq != expected_seq.
+ *             end of avail_bytes, bad checksum, nonzero reserved field,
+ *             type CFS_LOG_INVALID, or seq != expected_seq (checked in
+ *             this order).
  * Both mean "the log ends here" during replay: a torn tail is normal.
  * *why names the reason.
  */
 int cfs_log_record_decode(const void *buf, size_t avail_bytes,
 			  uint64_t expected_seq, uint64_t seed,
 			  struct cfs_log_record *out, const char **why);
+
+/*
+ * Sequence numbers a writer skips after an unclean shutdown (CLEAN flag not
+ * set when it mounted): the most records one metadata half can hold, plus
+ * one. Records the interrupted run wrote past the torn tail carry sequence
+ * numbers below next_seq + this, so once the writer compacts into the other
+ * half with snapshot seq = next_seq + cfs_log_seq_skip(sb), none of them can
+ * ever be taken for a valid record again. See FORMAT.md, "Writer rules".
+ */
+uint64_t cfs_log_seq_skip(const struct cfs_sb *sb);
 
 /* Called for each valid record by cfs_log_walk(); a nonzero return stops
  * the walk and is returned by cfs_log_walk(). */

@@ -771,6 +771,16 @@ Test(layout, halves_and_log)
 	cr_assert_eq(cfs_sb_log_offset_bytes(&sb), 7 * MiB + 12288);
 }
 
+Test(log, seq_skip_covers_a_full_half)
+{
+	struct cfs_sb sb;
+
+	make_sb(&sb, 0);
+	/* 6 MiB half / 32-byte minimum record + 1 */
+	cr_assert_eq(cfs_log_seq_skip(&sb), 6 * MiB / 32 + 1);
+	cr_assert_gt(cfs_log_seq_skip(&sb) * CFS_LOG_HEADER_BYTES, cfs_sb_half_size_bytes(&sb));
+}
+
 Test(sb, label)
 {
 	struct cfs_sb sb;
