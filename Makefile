@@ -54,7 +54,7 @@ UNIT_SRCS      := $(wildcard tests/unit/test_*.c)
 TESTLIB_SRCS   := $(wildcard tests/lib/*.c)
 BENCH_SRCS     := $(wildcard bench/*.c)
 
-obj = $(patsubst %.c,$(B)/%.o,$(1))
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 LIB_FORMAT := $(B)/libcfs_format.a
 LIB_IOPATH := $(B)/libcfs_iopath.a
@@ -70,7 +70,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 .PHONY: all check check-unit check-asan bench-build install clean lint
 all: $(PROGRAMS)
 
-$(B)/%.o: %.c
+$(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(FUSE_CFLAGS) $(BLKID_CFLAGS) -c -o $@ $<
 
@@ -96,10 +96,10 @@ $(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
 # Each unit test is its own binary, so a crash names its module. Every test links
 # every library; the linker keeps only what the test uses.
 UNIT_LIBS := $(if $(DAEMON_SRCS),$(LIB_DAEMON)) $(LIB_FORMAT) $(LIB_IOPATH)
-$(B)/tests/unit/%: $(B)/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LIBS)
+$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LIBS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
 
-$(B)/bench/%: $(B)/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
+$(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
 bench-build: $(BENCH_BINS) $(PROGRAMS)
