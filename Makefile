@@ -67,6 +67,7 @@ endif
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
+.SECONDARY:
 .PHONY: all check check-unit check-asan bench-build install clean lint
 all: $(PROGRAMS)
 
@@ -97,9 +98,11 @@ $(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
 # every library; the linker keeps only what the test uses.
 UNIT_LIBS := $(if $(DAEMON_SRCS),$(LIB_DAEMON)) $(LIB_FORMAT) $(LIB_IOPATH)
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LIBS)
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
 bench-build: $(BENCH_BINS) $(PROGRAMS)
