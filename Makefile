@@ -68,7 +68,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .SECONDARY:
-.PHONY: all check check-unit check-asan bench-build install clean lint
+.PHONY: all check check-unit check-asan bench-build demo install clean lint
 all: $(PROGRAMS)
 
 $(B)/obj/%.o: %.c
@@ -106,6 +106,10 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
 bench-build: $(BENCH_BINS) $(PROGRAMS)
+
+# README's first command: the main job.
+demo: all
+	BUILD=$(BUILD) bench/demo.sh
 
 # ---- tests -----------------------------------------------------------------
 # tests/run.sh runs unit, golden and integration tests against build/$(BUILD)
