@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fs.h — the mounted filesystem object and its lifecycle: mount (read the
+ * superblocks, load the snapshot, replay the log, free orphans), the RAM
+ * temp mount, unmount (final snapshot + CLEAN), read-only on a failed
+ * metadata write.
+ *
+ * struct cfs_fs ties the modules together: the backing target (iopath), the
+ * superblock, the allocator, the namespace and the journal. One per mount;
+ * every function of the metadata engine takes it.
+ *
+ * What this does not do: FUSE (fs/ops.c), data I/O (fs/data.c), option
+ * parsing (fs/main.c). The caller opens the struct cfs_io and closes it
+ * after cfs_fs_close().
+ */
+#ifndef CFS_FS_H
+#define CFS_FS_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs/alloc.h"
+#include "fs/extent.h"
+#include "fs/format.h"
+#include "fs/journal.h"
+#include "fs/namespace.h"
+#include "iopath/iopath.h"
+
+/* Always-on assertion for invariants whose violation would corrupt data
+ * (refcounts, bounds, unit ownership). Prints file, line, function and the
+ * expression, then aborts. Plain assert() is for debug-only checks. */
+_Noreturn void cfs_fs_assert_fail(const char *expr, const char *file, int line,
+				  const char *func);
+#define CFS_FS_ASSERT(expr)							\
+	do {									\
+		if (__builtin_expect(!(expr), 0))				\
+			cfs_fs_assert_fail(#expr, __FILE__, __LINE__, __func__); \
+	} while (0)
+
+/* RAM mount geometry: synthetic, nothing persisted. 64 KiB units keep memory
+ * returned on punch and unlink fine-grained (the RAM backend frees discarded
+ * pages) at a map cost of 32 bytes per 64 KiB. */
+#define CFS_RAM_ALLOC_UNIT_DEFAULT	(64u * 1024)
+
+/* Inode limit: one inode per this many bytes of one metadata half, so a full
+ * namespace still fits a snapshot (RAM mounts: per this many bytes of RAM). */
+#define CFS_BYTES_PER_INODE		1024u
+#define CFS_INODES_MAX			(1ull << 32)
+
+typedef void (*cfs_log_fn)(void *arg, const char *line);
+
+struct cfs_fs_options {
+	uint32_t	commit_interval_ms;	/* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
+	bool		read_only;		/* mount read-only: nothing is written */
+	uint32_t	ram_alloc_unit_bytes;	/* RAM: 0 = CFS_RAM_ALLOC_UNIT_DEFAULT */
+	uint32_t	root_mode;		/* a new root's permission bits, 0 = 0755 */
+	uint32_t	root_uid;		/* a new root's owner */
+	uint32_t	root_gid;
+	cfs_log_fn	log;			/* where log lines go; NULL = stderr */
+	void		*log_arg;
+};
+
+struct cfs_fs {
+	struct cfs_io	*io;			/* the backing target (caller-owned) */
+	struct cfs_ioq	*meta_q;		/* metadata I/O: mount, then the committer */
+	struct cfs_sb	sb;			/* in-core superblock [committer after mount] */
+	bool		ram;			/* RAM mount: no store format, no log */
+	bool		mounted_ro;		/* read-only by option or ro_compat */
+	_Atomic bool	readonly;		/* mounted_ro, or a metadata write failed */
+	uint64_t	log_seed;		/* checksum seed of this store */
+	struct cfs_fs_options opts;
+
+	struct cfs_extent_geom geom;		/* units, sectors, data region */
+	uint64_t	inode_limit;		/* statfs files */
+
+	struct cfs_alloc *alloc;
+	struct cfs_ns	*ns;
+	struct cfs_journal *journal;
+};
+
+/*
+ * Mount the chunkfs store on io: read and pick the superblocks (refusing an
+ * interrupted mkchunkfs, an unknown version or incompat feature, a store
+ * larger than the target, with their messages), load the snapshot, replay
+ * the log up to the first bad record, rebuild the allocator, delete orphans,
+ * and (read-write) write a fresh snapshot if anything was replayed and a
+ * superblock without CLEAN, then start the committer. err receives one line
+ * on failure. 0 or -errno.
+ */
+int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs_fs **out,
+		char *err, size_t err_bytes);
+
+/*
+ * The RAM temp mount on io (the "ram" backend): the same namespace on a
+ * synthetic geometry: the whole target is data, units of
+ * opts->ram_alloc_unit_bytes (default 64 KiB), written-state at the target's
+ * logical sector. Nothing is written except data; there is no superblock.
+ */
+int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs_fs **out,
+		    char *err, size_t err_bytes);
+
+/* Unmount: stop the committer after a last commit, write the final snapshot
+ * with CLEAN (not for RAM or read-only), free everything. Returns 0 or the
+ * -errno of the failed metadata write (everything is freed anyway). */
+int cfs_fs_close(struct cfs_fs *fs);
+
+/* Test hook: a crash. Stop the committer without a last commit and free all
+ * memory without writing anything more. */
+void cfs_fs_abandon(struct cfs_fs *fs);
+
+/* True once the filesystem refuses changes (read-only mount, or a failed
+ * metadata write). [lock-free] */
+bool cfs_fs_is_readonly(const struct cfs_fs *fs);
+
+/* Turn the filesystem read-only after a failed metadata write: logs one line
+ * naming what failed (only the first time). */
+void cfs_fs_set_readonly(struct cfs_fs *fs, const char *what, int err);
+
+/* Log one line through opts.log (printf-style). */
+void cfs_fs_log(struct cfs_fs *fs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Device byte offset of a store unit. */
+static inline uint64_t cfs_fs_unit_offset_bytes(const struct cfs_fs *fs, uint64_t store_unit)
+{
+	return fs->geom.data_offset_bytes + (store_unit << fs->geom.unit_shift);
+}
+
+#endif /* CFS_FS_H */

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * namespace.h — inodes, directories, symlinks, user xattrs, lookup/open
+ * counts and orphans of a mounted chunkfs. All in memory; every mutation
+ * appends its log records (fs/journal.h) after changing the state, while
+ * still holding the lock of what it changed. No FUSE and no data I/O here:
+ * functions take inode numbers (FUSE node ids: root is CFS_ROOT_INO == 1 ==
+ * FUSE_ROOT_ID) and return -errno; fs/ops.c converts to replies once.
+ *
+ * Locks (fs/DAEMON.md):
+ *   ns_lock (rwlock, in struct cfs_ns): directory contents and the inode
+ *     table. lookup, getattr, readdir, xattr reads take it shared; create,
+ *     link, unlink, rename, forget of the last reference take it exclusive.
+ *     The data path never takes it: it holds an inode pointer from open().
+ *   inode->lock (mutex): attributes, map changes, xattrs, counts of links.
+ *   Order: ns_lock, then inodes in ascending number, then the allocator,
+ *     then the journal tail. Functions here take what they need and never
+ *     return with a lock held.
+ *
+ * Permission checks are the kernel's (default_permissions); the namespace
+ * enforces structure only (names, types, emptiness, cycles, link counts).
+ *
+ * Lifetime of an inode: it is deleted (INODE_DELETE logged, its units freed)
+ * when nlink == 0 && nlookup == 0 && open_count == 0; the memory goes when the
+ * last internal reference (table, open file, committer queue) is dropped.
+ * Inodes with nlink == 0 found at mount (a crash while a file was open after
+ * unlink) are deleted then.
+ *
+ * Read-only: after a failed metadata write (cfs_fs_is_readonly()) or on a
+ * read-only mount every mutation returns -EROFS.
+ */
+#ifndef CFS_NAMESPACE_H
+#define CFS_NAMESPACE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fs/extent.h"
+#include "iopath/iopath.h"
+
+struct cfs_fs;
+struct cfs_ns;
+struct cfs_dir;		/* private: a directory's hashed entries */
+struct cfs_xattr;	/* private: one user xattr */
+struct cfs_deferred;	/* private: units freed while I/O was in flight */
+
+/* ---- limits ------------------------------------------------------------- */
+
+#define CFS_ROOT_INO		1ull		/* == FUSE_ROOT_ID */
+#define CFS_NAME_MAX		255u		/* bytes per name (NAME_MAX) */
+#define CFS_SYMLINK_MAX		4095u		/* bytes of a symlink target (PATH_MAX - 1) */
+#define CFS_LINK_MAX		65000u		/* links per inode, subdirectories per dir */
+#define CFS_XATTR_NAME_MAX	255u		/* bytes per xattr name (XATTR_NAME_MAX) */
+#define CFS_XATTR_VALUE_MAX	65536u		/* bytes per value (XATTR_SIZE_MAX, as ext4) */
+#define CFS_XATTR_LIST_MAX	65536u		/* all names + NULs of one inode (XATTR_LIST_MAX) */
+#define CFS_XATTR_TOTAL_MAX	(1u << 20)	/* all names + values of one inode */
+#define CFS_READDIR_COOKIE_FIRST 3ull		/* 1 = ".", 2 = "..", entries from 3 */
+
+/* ---- the inode ------------------------------------------------------------
+ * Public so the data path reads what it needs without calls. Fields marked
+ * [atomic] may be read without the lock (relaxed atomic loads); [lock] fields
+ * are read and written under inode->lock; [const] never change after the
+ * inode is published.
+ */
+struct cfs_inode {
+	uint64_t	ino;			/* [const] inode number = FUSE node id */
+	uint64_t	generation;		/* [const] differs for every use of a number */
+	pthread_mutex_t	lock;			/* attributes, map changes, xattrs */
+
+	uint32_t	mode;			/* [lock] type bits [const] + permission bits */
+	uint32_t	nlink;			/* [lock] */
+	uint32_t	uid;			/* [lock] */
+	uint32_t	gid;			/* [lock] */
+	uint64_t	rdev;			/* [lock] devices: metadata only */
+	_Atomic uint64_t size_bytes;		/* [atomic] written under lock */
+	_Atomic int64_t	atime_ns;		/* [atomic] ns since the epoch */
+	_Atomic int64_t	mtime_ns;		/* [atomic] */
+	_Atomic int64_t	ctime_ns;		/* [atomic] */
+	uint32_t	page_size_bytes;	/* [lock] page size for statistics, 0 = unset;
+						 * persisted */
+	char		*symlink_target;	/* [const] symlinks only, NUL-terminated */
+	struct cfs_xattr *xattrs;		/* [lock] user xattrs, a short list */
+	uint32_t	xattr_count;		/* [lock] */
+	uint32_t	xattr_bytes;		/* [lock] names + values */
+
+	_Atomic uint64_t nlookup;		/* [atomic] FUSE lookup count */
+	_Atomic uint32_t open_count;		/* [atomic] open file handles */
+	_Atomic uint32_t inflight;		/* [atomic] I/O references (cfs_ns_io_begin) */
+	_Atomic(struct cfs_io_stats *) stats;	/* [atomic] per-chunk statistics: allocated
+						 * on first use (cfs_ns_inode_stats), freed
+						 * with the inode; regular files only */
+	struct cfs_extent_map *map;		/* [const] regular files only, else NULL */
+	struct cfs_dir	*dir;			/* [ns_lock] directories only, else NULL */
+	uint64_t	parent_ino;		/* [ns_lock] directories: ".." */
+
+	/* Private to namespace.c. */
+	_Atomic uint32_t refs;			/* table + open + queued + temporary pins */
+	_Atomic uint32_t flags;			/* CFS_INODE_F_* in namespace.c */
+	struct cfs_inode *hash_next;		/* [ns_lock] inode table chain */
+	struct cfs_inode *dirty_next;		/* committer queue link */
+	struct cfs_deferred *deferred;		/* [lock] units to free once inflight == 0 */
+	uint64_t	alloc_hint;		/* [lock] next store unit to try */
+};
+
+/* Attributes as the FUSE layer needs them (it converts to struct stat). */
+struct cfs_attr {
+	uint64_t	ino;
+	uint64_t	generation;
+	uint32_t	mode;
+	uint32_t	nlink;
+	uint32_t	uid;
+	uint32_t	gid;
+	uint64_t	rdev;
+	uint64_t	size_bytes;
+	uint64_t	blocks_512;		/* allocated space in 512-byte blocks */
+	uint32_t	blksize_bytes;		/* preferred I/O size: the alloc unit */
+	int64_t		atime_ns;
+	int64_t		mtime_ns;
+	int64_t		ctime_ns;
+};
+
+/* ---- lifecycle (used by fs.c; tests go through cfs_fs_open_*) -------------- */
+
+int cfs_ns_create(struct cfs_fs *fs, struct cfs_ns **out);
+void cfs_ns_destroy(struct cfs_ns *ns);
+
+/* ---- lookups ---------------------------------------------------------------- */
+
+/*
+ * Look name up in directory parent. On success fills *attr and adds 1 to the
+ * inode's nlookup (the FUSE lookup count; FORGET takes it back). Errors:
+ * -ENOENT (no such parent or name), -ENOTDIR (parent not a directory),
+ * -ENAMETOOLONG, -EINVAL ("" or a name with '/'). "." and ".." are resolved
+ * (the kernel normally does that itself).
+ */
+int cfs_ns_lookup(struct cfs_fs *fs, uint64_t parent, const char *name, struct cfs_attr *attr);
+
+/* FORGET: drop nlookup by count (never below 0: an assertion). May delete an
+ * unlinked inode. For ino == CFS_ROOT_INO only the count changes. */
+void cfs_ns_forget(struct cfs_fs *fs, uint64_t ino, uint64_t count);
+
+/* getattr: -ENOENT if the inode does not exist. */
+int cfs_ns_getattr(struct cfs_fs *fs, uint64_t ino, struct cfs_attr *attr);
+
+/* ---- setattr ------------------------------------------------------------------ */
+
+#define CFS_SET_MODE		(1u << 0)	/* permission bits only; type bits ignored */
+#define CFS_SET_UID		(1u << 1)
+#define CFS_SET_GID		(1u << 2)
+#define CFS_SET_SIZE		(1u << 3)
+#define CFS_SET_ATIME		(1u << 4)	/* to atime_ns */
+#define CFS_SET_MTIME		(1u << 5)	/* to mtime_ns */
+#define CFS_SET_CTIME		(1u << 6)	/* to ctime_ns */
+#define CFS_SET_ATIME_NOW	(1u << 7)
+#define CFS_SET_MTIME_NOW	(1u << 8)
+
+struct cfs_setattr {
+	uint32_t	valid;			/* CFS_SET_* */
+	uint32_t	mode;
+	uint32_t	uid;
+	uint32_t	gid;
+	uint64_t	size_bytes;
+	int64_t		atime_ns;
+	int64_t		mtime_ns;
+	int64_t		ctime_ns;
+};
+
+/*
+ * Byte ranges on the device that the caller must overwrite with zeros before
+ * answering (truncate down and punch hole inside a sector: the bytes of a
+ * written sector that are cut off must not come back when the file grows or
+ * is read). Each lies within one logical sector of a written, mapped unit.
+ * When count > 0 the inode's I/O reference was raised so the units stay put:
+ * the caller writes the zeros (read-modify-write) and then calls
+ * cfs_ns_io_end(fs, inode) with the inode given here.
+ */
+struct cfs_ns_zero {
+	unsigned	count;			/* 0..2 */
+	uint64_t	device_offset_bytes[2];
+	uint32_t	length_bytes[2];
+	struct cfs_inode *inode;		/* set when count > 0 */
+};
+
+/*
+ * Change attributes; fills *attr with the result. ctime is set to now for
+ * any change (unless CFS_SET_CTIME gives it). Size:
+ *   down: whole units beyond the new end are unmapped (their space returns
+ *         once the truncate is committed), the whole sectors between the new
+ *         end and the end of its unit become unwritten (they read as zeros if
+ *         the file grows again), and the cut part of the last written sector
+ *         is reported in *zero (may be NULL: then nothing is reported; tests).
+ *   up:   nothing is allocated (a sparse tail).
+ *   only for regular files: -EISDIR for directories, -EINVAL otherwise;
+ *   -EFBIG beyond the largest file.
+ * Errors: -ENOENT, -EROFS, -ENOMEM.
+ */
+int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *set,
+		   struct cfs_attr *attr, struct cfs_ns_zero *zero);
+
+/* ---- creating names ------------------------------------------------------------ */
+
+/*
+ * Common to the creating calls: parent must be a directory (-ENOTDIR) that
+ * exists (-ENOENT) and is not being removed (nlink 0: -ENOENT); the name must
+ * be valid (-EINVAL for "", ".", "..", or a '/'; -ENAMETOOLONG above
+ * CFS_NAME_MAX) and absent (-EEXIST); -EMLINK when the parent has
+ * CFS_LINK_MAX subdirectories; -ENOSPC when the metadata region is full;
+ * -EROFS. On success *attr describes the new inode and its nlookup is 1.
+ * uid/gid are the caller's (the FUSE layer passes fuse_req_ctx; a setgid
+ * parent directory gives its gid and, to directories, its S_ISGID bit).
+ */
+
+/* Regular file, fifo, socket, char or block device (metadata only). Type
+ * from mode (S_IFREG if no type bits); -EINVAL for S_IFDIR / S_IFLNK. */
+int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		 uint64_t rdev, uint32_t uid, uint32_t gid, struct cfs_attr *attr);
+
+/* Create and open in one step (FUSE create): like mknod for S_IFREG, plus
+ * what cfs_ns_open() does; *opened receives the open handle. */
+int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		       uint32_t uid, uint32_t gid, struct cfs_attr *attr,
+		       struct cfs_inode **opened);
+
+int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		 uint32_t uid, uint32_t gid, struct cfs_attr *attr);
+
+/* target: 1..CFS_SYMLINK_MAX bytes (-ENAMETOOLONG beyond, -ENOENT if empty). */
+int cfs_ns_symlink(struct cfs_fs *fs, uint64_t parent, const char *name, const char *target,
+		   uint32_t uid, uint32_t gid, struct cfs_attr *attr);
+
+/* Copy the target (not NUL-terminated) into buf; returns its length, which
+ * may exceed buf_size (then buf holds the first buf_size bytes). -EINVAL if
+ * not a symlink, -ENOENT. */
+ssize_t cfs_ns_readlink(struct cfs_fs *fs, uint64_t ino, char *buf, size_t buf_size);
+
+/* Hard link: -EPERM for directories, -EMLINK at CFS_LINK_MAX links, -ENOENT
+ * if ino has nlink 0. nlookup += 1 as for lookup. */
+int cfs_ns_link(struct cfs_fs *fs, uint64_t ino, uint64_t new_parent, const char *new_name,
+		struct cfs_attr *attr);
+
+/* ---- removing names -------------------------------------------------------------- */
+
+/* unlink: -EISDIR for a directory. The inode lives on while it is looked up
+ * or open (an orphan with nlink 0). */
+int cfs_ns_unlink(struct cfs_fs *fs, uint64_t parent, const char *name);
+/* rmdir: -ENOTDIR, -ENOTEMPTY, -EBUSY for the root, -EINVAL for ".". */
+int cfs_ns_rmdir(struct cfs_fs *fs, uint64_t parent, const char *name);
+
+/*
+ * rename(2) with flags 0, RENAME_NOREPLACE or RENAME_EXCHANGE (other flags:
+ * -EINVAL; NOREPLACE|EXCHANGE: -EINVAL). Atomic: one log transaction.
+ *   - no source: -ENOENT; NOREPLACE and target exists: -EEXIST; EXCHANGE and
+ *     no target: -ENOENT;
+ *   - dir over non-dir: -ENOTDIR; non-dir over dir: -EISDIR; dir over a
+ *     non-empty dir: -ENOTEMPTY;
+ *   - a directory moved into its own subtree: -EINVAL;
+ *   - source and target the same inode (hard links): success, nothing done.
+ * The replaced inode loses a link and may become an orphan.
+ */
+int cfs_ns_rename(struct cfs_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
+		  const char *new_name, unsigned int flags);
+
+/* ---- directories ------------------------------------------------------------------- */
+
+/*
+ * Called for each entry with the cookie to resume after it (FUSE d_off).
+ * attr is non-NULL only in plus mode. Return 0 to go on, nonzero to stop
+ * (reply buffer full): that entry is NOT consumed (and in plus mode its
+ * nlookup is not raised). Runs with ns_lock held shared: it must not call
+ * the namespace.
+ */
+typedef int (*cfs_ns_readdir_fn)(void *arg, const char *name, size_t name_length,
+				 uint64_t ino, uint32_t mode, uint64_t next_cookie,
+				 const struct cfs_attr *attr);
+
+/*
+ * Entries of directory ino after cookie `offset` (0: from the start, which
+ * yields "." (cookie 1) and ".." (cookie 2) first). Cookies are per-directory
+ * monotonic ids of entries, so a listing survives concurrent create/unlink:
+ * every entry that exists for the whole listing is returned exactly once;
+ * entries added during it may or may not appear. plus: fill attr and raise
+ * nlookup of each consumed entry except "." and "..". Returns the number of
+ * entries passed to fn, -ENOTDIR, -ENOENT.
+ */
+int cfs_ns_readdir(struct cfs_fs *fs, uint64_t ino, uint64_t offset, bool plus,
+		   cfs_ns_readdir_fn fn, void *arg);
+
+/* ---- open files and the data path ------------------------------------------------------ */
+
+/*
+ * open: pins the inode (open_count) and returns it in *out for the file
+ * handle (fi->fh): the data path then works on the pointer without the inode
+ * table. -ENOENT; -EISDIR when opening a directory for writing is the
+ * kernel's job. Any type may be opened (directories for opendir).
+ */
+int cfs_ns_open(struct cfs_fs *fs, uint64_t ino, struct cfs_inode **out);
+/* release: unpins; may delete an unlinked inode. Asserts no I/O reference. */
+void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode);
+
+/* I/O references (see fs/extent.h): raise before looking up the map, drop
+ * after the last mark_written of the request. io_end may run deferred work
+ * (freeing units unmapped while I/O was in flight) and then takes the inode
+ * lock briefly. Lock-free otherwise. */
+void cfs_ns_io_begin(struct cfs_inode *inode);
+void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode);
+
+/*
+ * Make sure [offset_bytes, +length_bytes) of an open regular file is mapped,
+ * allocating missing units (contiguous after the previous unit where
+ * possible; new sectors unwritten) and logging the mappings. Takes the inode
+ * lock only when something is missing. When space is busy (freed, commit
+ * pending) it forces a commit and retries without holding locks. Errors:
+ * -ENOSPC (the units mapped so far stay mapped), -EFBIG, -EROFS, -ENOMEM.
+ */
+int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			 uint64_t length_bytes);
+
+/*
+ * A write of [offset_bytes, +length_bytes) completed (after
+ * cfs_extent_mark_written): extend the size if the write ends beyond it and
+ * set mtime/ctime. The size and times reach the log with the next commit
+ * (the committer logs the inode after the flush that made the data durable),
+ * so this costs no record per write. Lock-free unless the size grows.
+ */
+void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+		       uint64_t length_bytes);
+
+/* The inode's statistics, allocated on first use (NULL on -ENOMEM or for
+ * non-regular files). Stable until the inode is freed. */
+struct cfs_io_stats *cfs_ns_inode_stats(struct cfs_inode *inode);
+
+/* Set the page size used for page statistics (0 = unset; else a power of
+ * two in [512, 1 MiB]: -EINVAL). Persisted. */
+int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_bytes);
+
+/*
+ * fallocate(2):
+ *   0 / FALLOC_FL_KEEP_SIZE: map every hole in the range (sectors unwritten:
+ *     they read as zeros), then extend the size unless KEEP_SIZE;
+ *   FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: unmap the whole units inside
+ *     the range (their space is freed, and discarded on the device, once the
+ *     punch is committed: discarding earlier would destroy data a crash
+ *     brings back), mark the whole sectors of partial units unwritten, and
+ *     report partial sectors in *zero (see struct cfs_ns_zero);
+ *   anything else: -EOPNOTSUPP. Regular files only (-ENODEV otherwise, as
+ *   the kernel does for non-files; -EISDIR for directories).
+ * Errors: -ENOSPC (units mapped so far stay mapped), -EFBIG, -EINVAL (length
+ * 0), -EROFS.
+ */
+int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_bytes,
+		     uint64_t length_bytes, struct cfs_ns_zero *zero);
+
+/* lseek SEEK_DATA / SEEK_HOLE (whence), see fs/extent.h for what is data:
+ * mapped and written. Returns the offset, -ENXIO, -EINVAL for other whence. */
+int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+		    int whence);
+
+/* ---- user xattrs -------------------------------------------------------------------------
+ * Only the "user." namespace is stored (other prefixes: set/remove
+ * -EOPNOTSUPP, get -ENODATA: the kernel asks for security.capability before
+ * writes and must get ENODATA). Names <= CFS_XATTR_NAME_MAX (-ERANGE beyond,
+ * as the kernel), values <= CFS_XATTR_VALUE_MAX (-E2BIG), per-inode totals
+ * CFS_XATTR_LIST_MAX / CFS_XATTR_TOTAL_MAX (-ENOSPC). "user." xattrs on
+ * symlinks and devices: -EPERM, as Linux.
+ */
+#define CFS_XATTR_CREATE	0x1		/* XATTR_CREATE: -EEXIST if present */
+#define CFS_XATTR_REPLACE	0x2		/* XATTR_REPLACE: -ENODATA if absent */
+
+int cfs_ns_setxattr(struct cfs_fs *fs, uint64_t ino, const char *name, const void *value,
+		    size_t size, int flags);
+/* Returns the value length; copies the value into buf only if buf_size >=
+ * that length (the caller answers size probes and ERANGE). -ENODATA. */
+ssize_t cfs_ns_getxattr(struct cfs_fs *fs, uint64_t ino, const char *name, void *buf,
+			size_t buf_size);
+/* Returns the length of the name list ("user.a\0user.b\0"); copies it only
+ * if buf_size >= that length. */
+ssize_t cfs_ns_listxattr(struct cfs_fs *fs, uint64_t ino, char *buf, size_t buf_size);
+int cfs_ns_removexattr(struct cfs_fs *fs, uint64_t ino, const char *name);
+
+/* ---- statfs ------------------------------------------------------------------------------- */
+
+struct cfs_ns_statfs {
+	uint64_t	block_bytes;		/* f_bsize / f_frsize: the alloc unit */
+	uint64_t	blocks;			/* data units */
+	uint64_t	blocks_free;		/* free + busy (busy ones return at the next commit) */
+	uint64_t	blocks_avail;		/* same; no reserve for root */
+	uint64_t	files;			/* inode limit */
+	uint64_t	files_free;
+	uint32_t	name_max;		/* CFS_NAME_MAX */
+};
+void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st);
+
+/* ---- for the committer, replay and tests (fs.c, journal.c) ----------------------------------- */
+
+/* Committer, before it cuts the log tail: for every inode queued since the
+ * last call, log its dirty written-state (CFS_LOG_EXTENT_WRITTEN, OR) and
+ * its attributes if a write changed them. Runs quiesce work. 0 or -errno. */
+int cfs_ns_commit_capture(struct cfs_fs *fs);
+
+/* Snapshot: emit records describing the whole namespace into the snapshot
+ * builder (fs/journal.h) under ns_lock shared and each inode's lock. */
+struct cfs_snap_builder;
+int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb);
+
+/* Mount: after replay, rebuild the allocator from the maps (-EUCLEAN: a unit
+ * mapped twice or outside the store, with *why), delete orphans, create the
+ * root if missing. */
+int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why);
+
+/* A canonical, sorted text dump of the whole namespace (inodes with
+ * attributes except atime, entries, symlinks, xattrs, mappings, written
+ * state) for tests comparing two mounts. Caller frees. NULL on -ENOMEM. */
+char *cfs_ns_dump(struct cfs_fs *fs);
+
+/* Counts for tests. */
+uint64_t cfs_ns_inode_count(struct cfs_fs *fs);
+
+#endif /* CFS_NAMESPACE_H */
