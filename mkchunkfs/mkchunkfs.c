@@ -21,7 +21,7 @@
 
 #include "mkchunkfs/mkchunkfs.h"
 
-#define SUMMARY_KEY_FMT "%-17s"	/* the width cfs_sb_print() uses */
+#define SUMMARY_KEY_FMT "%-17s" /* the width cfs_sb_print() uses */
 
 void cfs_mkfs_error(const char *fmt, ...)
 {
@@ -79,7 +79,8 @@ static void print_target(const struct cfs_mkfs_target *t, const struct cfs_mkfs_
 	else
 		printf("%s (%s, %llu bytes)\n", t->path, target_kind(t),
 		       (unsigned long long)t->target_size_bytes);
-	printf(SUMMARY_KEY_FMT "memory alignment %u bytes\n", "direct I/O:", t->geo.mem_align_bytes);
+	printf(SUMMARY_KEY_FMT "memory alignment %u bytes\n",
+	       "direct I/O:", t->geo.mem_align_bytes);
 	if (!formatting)
 		return;
 	printf(SUMMARY_KEY_FMT, "preparation:");
@@ -164,7 +165,7 @@ out_close:
 
 static int format_store(const struct cfs_mkfs_opts *opts)
 {
-	struct cfs_mkfs_write_cfg wcfg = { 0 };
+	struct cfs_mkfs_write_cfg wcfg = {0};
 	struct cfs_mkfs_target t;
 	struct cfs_mkfs_found found;
 	uint32_t block_size_bytes;
@@ -203,7 +204,7 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 		}
 	}
 	if (opts->label)
-		cfs_sb_set_label(&sb, opts->label);	/* length checked by opts.c */
+		cfs_sb_set_label(&sb, opts->label); /* length checked by opts.c */
 
 	if (cfs_mkfs_signatures_find(&t, &found) < 0)
 		goto out_close;

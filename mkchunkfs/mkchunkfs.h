@@ -26,49 +26,49 @@
 #include "iopath/iopath.h"
 #include "mkchunkfs/opts.h"
 
-#define CFS_MKFS_VERSION	"0.1.0"
+#define CFS_MKFS_VERSION "0.1.0"
 
 /* Exit statuses (documented in mkchunkfs.8). */
 enum cfs_mkfs_exit {
-	CFS_MKFS_EXIT_OK = 0,		/* formatted, dry run printed, store printed */
-	CFS_MKFS_EXIT_USAGE = 1,	/* bad options, or refused: nothing was written */
-	CFS_MKFS_EXIT_WRITE = 2,	/* failed after writing began: the store is
-					 * left marked unfinished (INPROGRESS) */
-	CFS_MKFS_EXIT_NOSTORE = 3,	/* -D: no valid chunkfs store on the target */
+	CFS_MKFS_EXIT_OK = 0,	   /* formatted, dry run printed, store printed */
+	CFS_MKFS_EXIT_USAGE = 1,   /* bad options, or refused: nothing was written */
+	CFS_MKFS_EXIT_WRITE = 2,   /* failed after writing began: the store is
+				    * left marked unfinished (INPROGRESS) */
+	CFS_MKFS_EXIT_NOSTORE = 3, /* -D: no valid chunkfs store on the target */
 };
 
 /* Writes go in pieces of this size: large enough that a zero-fill of an
  * image runs at the device's sequential speed, small enough to allocate. */
-#define CFS_MKFS_IO_BYTES	(4u << 20)
+#define CFS_MKFS_IO_BYTES (4u << 20)
 
-/* Superblock slot image kept in memory: both slots, rounded up to the
- * target's write alignment when sectors are larger than 8 KiB. */
-#define CFS_MKFS_SB_PAIR_BYTES	(CFS_SB_SLOTS * CFS_SB_BLOCK_BYTES)
+/* Both superblock slots, as read back or kept in memory (write.c rounds
+ * its copy up to the write unit when sectors are larger than 8 KiB). */
+#define CFS_MKFS_SB_PAIR_BYTES (CFS_SB_SLOTS * CFS_SB_BLOCK_BYTES)
 
 struct cfs_mkfs_target {
 	const char *path;
-	int fd;				/* buffered: probing, wiping, ioctls, fsync;
-					 * O_EXCL on a block device being formatted */
-	int direct_fd;			/* O_DIRECT for every write, or -1 when the
-					 * filesystem refuses it (then fd is used) */
-	bool exists;			/* false: an image this run will create */
+	int fd;	       /* buffered: probing, wiping, ioctls, fsync;
+			* O_EXCL on a block device being formatted */
+	int direct_fd; /* O_DIRECT for every write, or -1 when the
+			* filesystem refuses it (then fd is used) */
+	bool exists;   /* false: an image this run will create */
 	bool is_block_device;
-	bool created;			/* this run created the image: remove on failure */
-	bool read_only;			/* opened for -n or -D */
-	uint64_t target_size_bytes;	/* device size, or the image's size now (0 if new) */
-	uint64_t store_size_bytes;	/* what gets formatted: -s or the whole target */
-	struct cfs_io_geometry geo;	/* sectors and direct-I/O alignment */
-	uint32_t write_align_bytes;	/* offset/length unit of every write */
-	uint32_t mem_align_bytes;	/* buffer alignment of every write */
-	dev_t rdev;			/* block device number, for the mount lookup */
-	char note[1280];			/* dry run: why a real run would be refused */
+	bool created;		    /* this run created the image: remove on failure */
+	bool read_only;		    /* opened for -n or -D */
+	uint64_t target_size_bytes; /* device size, or the image's size now (0 if new) */
+	uint64_t store_size_bytes;  /* what gets formatted: -s or the whole target */
+	struct cfs_io_geometry geo; /* sectors and direct-I/O alignment */
+	uint32_t write_align_bytes; /* offset/length unit of every write */
+	uint32_t mem_align_bytes;   /* buffer alignment of every write */
+	dev_t rdev;		    /* block device number, for the mount lookup */
+	char note[1280];	    /* dry run: why a real run would be refused */
 };
 
 /* What signatures.c found on the target. */
 struct cfs_mkfs_found {
-	unsigned count;			/* signatures found (blkid + chunkfs) */
-	bool partition_table;		/* one of them is a partition table */
-	char what[512];			/* "an ext4 filesystem (label "data")[, ...]" */
+	unsigned count;	      /* signatures found (blkid + chunkfs) */
+	bool partition_table; /* one of them is a partition table */
+	char what[512];	      /* "an ext4 filesystem (label "data")[, ...]" */
 };
 
 /* ---- mkchunkfs.c ---- */
@@ -96,11 +96,11 @@ int cfs_mkfs_read_slots(const struct cfs_mkfs_target *t, uint8_t slots[CFS_MKFS_
 
 /* ---- write.c ---- */
 struct cfs_mkfs_write_cfg {
-	bool discard;			/* block device: BLKDISCARD the data region */
-	bool fill;			/* image: write every hole with zeros */
-	bool progress;			/* one-line progress on stdout (a terminal) */
-	bool zero_meta;			/* zero the whole metadata region, not only
-					 * its headers (a uuid given with -U) */
+	bool discard;	/* block device: BLKDISCARD the data region */
+	bool fill;	/* image: write every hole with zeros */
+	bool progress;	/* one-line progress on stdout (a terminal) */
+	bool zero_meta; /* zero the whole metadata region, not only
+			 * its headers (a uuid given with -U) */
 };
 int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 		   const struct cfs_mkfs_write_cfg *cfg);

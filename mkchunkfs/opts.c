@@ -26,43 +26,43 @@ const char cfs_mkfs_usage_line[] =
 	"[-m metadata-size] [-s size] [--sparse] DEVICE-OR-IMAGE";
 
 enum opt_kind {
-	OPT_FLAG,		/* no value */
-	OPT_SIZE,		/* a size with optional K/M/G/T suffix */
+	OPT_FLAG, /* no value */
+	OPT_SIZE, /* a size with optional K/M/G/T suffix */
 	OPT_LABEL,
 	OPT_UUID,
 };
 
 struct opt_desc {
-	int key;		/* the short letter (also getopt's return value) */
-	const char *long_name;	/* for --name; NULL if there is none */
+	int key;	       /* the short letter (also getopt's return value) */
+	const char *long_name; /* for --name; NULL if there is none */
 	enum opt_kind kind;
-	const char *what;	/* noun used in messages: "block size" */
-	uint64_t min;		/* OPT_SIZE: inclusive range */
+	const char *what; /* noun used in messages: "block size" */
+	uint64_t min;	  /* OPT_SIZE: inclusive range */
 	uint64_t max;
-	bool pow2;		/* OPT_SIZE: must be a power of two */
-	bool formats;		/* only meaningful when formatting (conflicts with -D) */
+	bool pow2;    /* OPT_SIZE: must be a power of two */
+	bool formats; /* only meaningful when formatting (conflicts with -D) */
 };
 
 /* Long-only options get keys outside the char range. */
 enum { KEY_SPARSE = 256 };
 
 static const struct opt_desc opt_table[] = {
-	{ 'f', "force", OPT_FLAG, NULL, 0, 0, false, true },
-	{ 'n', "dry-run", OPT_FLAG, NULL, 0, 0, false, true },
-	{ 'q', "quiet", OPT_FLAG, NULL, 0, 0, false, false },
-	{ 'K', "no-discard", OPT_FLAG, NULL, 0, 0, false, true },
-	{ 'V', "version", OPT_FLAG, NULL, 0, 0, false, false },
-	{ 'h', "help", OPT_FLAG, NULL, 0, 0, false, false },
-	{ 'D', "print", OPT_FLAG, NULL, 0, 0, false, false },
-	{ KEY_SPARSE, "sparse", OPT_FLAG, NULL, 0, 0, false, true },
-	{ 'L', "label", OPT_LABEL, "label", 0, CFS_LABEL_BYTES - 1, false, true },
-	{ 'U', "uuid", OPT_UUID, "uuid", 0, 0, false, true },
-	{ 'b', "block-size", OPT_SIZE, "block size",
-	  CFS_BLOCK_SIZE_MIN, CFS_BLOCK_SIZE_MAX, true, true },
+	{'f', "force", OPT_FLAG, NULL, 0, 0, false, true},
+	{'n', "dry-run", OPT_FLAG, NULL, 0, 0, false, true},
+	{'q', "quiet", OPT_FLAG, NULL, 0, 0, false, false},
+	{'K', "no-discard", OPT_FLAG, NULL, 0, 0, false, true},
+	{'V', "version", OPT_FLAG, NULL, 0, 0, false, false},
+	{'h', "help", OPT_FLAG, NULL, 0, 0, false, false},
+	{'D', "print", OPT_FLAG, NULL, 0, 0, false, false},
+	{KEY_SPARSE, "sparse", OPT_FLAG, NULL, 0, 0, false, true},
+	{'L', "label", OPT_LABEL, "label", 0, CFS_LABEL_BYTES - 1, false, true},
+	{'U', "uuid", OPT_UUID, "uuid", 0, 0, false, true},
+	{'b', "block-size", OPT_SIZE, "block size", CFS_BLOCK_SIZE_MIN, CFS_BLOCK_SIZE_MAX, true,
+	 true},
 	/* -a and -m: range 0 = "ask cfs_sb_layout()" (see check_layout_opts). */
-	{ 'a', "alloc-unit", OPT_SIZE, "allocation unit", 0, 0, false, true },
-	{ 'm', "metadata-size", OPT_SIZE, "metadata size", 0, 0, false, true },
-	{ 's', "size", OPT_SIZE, "size", 0, 0, false, true },
+	{'a', "alloc-unit", OPT_SIZE, "allocation unit", 0, 0, false, true},
+	{'m', "metadata-size", OPT_SIZE, "metadata size", 0, 0, false, true},
+	{'s', "size", OPT_SIZE, "size", 0, 0, false, true},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -121,7 +121,8 @@ static bool parse_size_opt(const struct opt_desc *d, const char *arg, uint64_t *
 		return false;
 	}
 	if (ret < 0) {
-		cfs_mkfs_err_add(errs, "%s %s: not a size (digits with an optional K, M, G or T suffix)",
+		cfs_mkfs_err_add(errs,
+				 "%s %s: not a size (digits with an optional K, M, G or T suffix)",
 				 name, arg);
 		return false;
 	}
@@ -160,8 +161,10 @@ static void apply_value(const struct opt_desc *d, const char *arg, struct cfs_mk
 		return;
 	case OPT_UUID:
 		if (cfs_uuid_parse(arg, opts->uuid) < 0) {
-			cfs_mkfs_err_add(errs, "-U %s: not a UUID (expected the form "
-					 "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", arg);
+			cfs_mkfs_err_add(errs,
+					 "-U %s: not a UUID (expected the form "
+					 "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
+					 arg);
 			return;
 		}
 		/* The nil uuid reads as "no uuid" to tools like blkid. */
@@ -182,8 +185,8 @@ static void apply_value(const struct opt_desc *d, const char *arg, struct cfs_mk
 			/* The field is 32 bits; anything above the maximum gets
 			 * the layout's own wording rather than a wrapped value. */
 			if (v > CFS_ALLOC_UNIT_MAX) {
-				cfs_mkfs_err_add(errs, "-a %s: allocation unit must be at most 1 GiB",
-						 arg);
+				cfs_mkfs_err_add(
+					errs, "-a %s: allocation unit must be at most 1 GiB", arg);
 				return;
 			}
 			opts->alloc_unit_bytes = (uint32_t)v;
@@ -205,14 +208,30 @@ static void apply_value(const struct opt_desc *d, const char *arg, struct cfs_mk
 static void apply_flag(int key, struct cfs_mkfs_opts *opts)
 {
 	switch (key) {
-	case 'f': opts->force = true; break;
-	case 'n': opts->dry_run = true; break;
-	case 'q': opts->quiet = true; break;
-	case 'K': opts->no_discard = true; break;
-	case 'V': opts->version = true; break;
-	case 'h': opts->help = true; break;
-	case 'D': opts->print_only = true; break;
-	case KEY_SPARSE: opts->sparse = true; break;
+	case 'f':
+		opts->force = true;
+		break;
+	case 'n':
+		opts->dry_run = true;
+		break;
+	case 'q':
+		opts->quiet = true;
+		break;
+	case 'K':
+		opts->no_discard = true;
+		break;
+	case 'V':
+		opts->version = true;
+		break;
+	case 'h':
+		opts->help = true;
+		break;
+	case 'D':
+		opts->print_only = true;
+		break;
+	case KEY_SPARSE:
+		opts->sparse = true;
+		break;
 	}
 }
 
@@ -225,14 +244,14 @@ static void apply_flag(int key, struct cfs_mkfs_opts *opts)
  */
 static void check_layout_opts(const struct cfs_mkfs_opts *opts, struct cfs_mkfs_errs *errs)
 {
-	const uint64_t store_bytes = 1ull << 50;	/* 1 PiB: never "too small" */
+	const uint64_t store_bytes = 1ull << 50; /* 1 PiB: never "too small" */
 	struct cfs_sb sb;
 	const char *why;
 
 	if (opts->alloc_unit_bytes) {
 		cfs_sb_init_defaults(&sb);
-		if (cfs_sb_layout(&sb, store_bytes, opts->block_size_bytes, opts->alloc_unit_bytes, 0,
-				  &why) < 0)
+		if (cfs_sb_layout(&sb, store_bytes, opts->block_size_bytes, opts->alloc_unit_bytes,
+				  0, &why) < 0)
 			cfs_mkfs_err_add(errs, "-a %s: %s", opts->alloc_unit_arg, why);
 	}
 	if (opts->meta_size_bytes) {
@@ -265,10 +284,10 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 			.val = opt_table[i].key,
 		};
 	}
-	long_opts[OPT_COUNT] = (struct option){ 0 };
+	long_opts[OPT_COUNT] = (struct option){0};
 
 	opterr = 0;
-	optind = 0;	/* glibc: 0 forces a full re-initialisation */
+	optind = 0; /* glibc: 0 forces a full re-initialisation */
 	while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
 		if (c == '?') {
 			if (optopt != 0 && optopt < 256)
@@ -285,7 +304,7 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 			continue;
 		}
 		d = opt_find(c);
-		if (!d)		/* cannot happen: every key comes from the table */
+		if (!d) /* cannot happen: every key comes from the table */
 			continue;
 		if (d->kind == OPT_FLAG)
 			apply_flag(c, opts);
@@ -304,8 +323,9 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 	if (opts->print_only) {
 		for (i = 0; i < seen_count; i++) {
 			opt_name(seen[i], name, sizeof(name));
-			cfs_mkfs_err_add(errs, "-D prints an existing store; it cannot be combined with %s",
-					 name);
+			cfs_mkfs_err_add(
+				errs, "-D prints an existing store; it cannot be combined with %s",
+				name);
 		}
 	}
 

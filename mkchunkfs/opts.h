@@ -23,35 +23,35 @@
 
 #include "fs/format.h"
 
-#define CFS_MKFS_PROG		"mkchunkfs"
-#define CFS_MKFS_ERRS_MAX	16u	/* messages kept; later ones are only counted */
-#define CFS_MKFS_ERR_BYTES	256u	/* one message, without the "mkchunkfs: " prefix */
+#define CFS_MKFS_PROG "mkchunkfs"
+#define CFS_MKFS_ERRS_MAX 16u	/* messages kept; later ones are only counted */
+#define CFS_MKFS_ERR_BYTES 256u /* one message, without the "mkchunkfs: " prefix */
 
 /* What the user asked for. Zero/false/NULL means "not given". */
 struct cfs_mkfs_opts {
-	const char *target;		/* DEVICE-OR-IMAGE (points into argv) */
-	const char *label;		/* -L, already checked against CFS_LABEL_BYTES */
-	uint8_t uuid[CFS_UUID_BYTES];	/* -U, parsed */
+	const char *target;	      /* DEVICE-OR-IMAGE (points into argv) */
+	const char *label;	      /* -L, already checked against CFS_LABEL_BYTES */
+	uint8_t uuid[CFS_UUID_BYTES]; /* -U, parsed */
 	bool uuid_given;
-	uint64_t size_bytes;		/* -s: store size; creates or extends an image */
+	uint64_t size_bytes; /* -s: store size; creates or extends an image */
 	bool size_given;
-	uint32_t block_size_bytes;	/* -b, 0 = default */
-	uint32_t alloc_unit_bytes;	/* -a, 0 = default */
-	const char *alloc_unit_arg;	/* -a as typed, for messages */
-	uint64_t meta_size_bytes;	/* -m, 0 = default */
-	const char *meta_size_arg;	/* -m as typed, for messages */
-	bool force;			/* -f: overwrite existing signatures */
-	bool dry_run;			/* -n: print the layout, write nothing */
-	bool quiet;			/* -q: no summary, no progress */
-	bool no_discard;		/* -K: do not discard a block device */
-	bool sparse;			/* --sparse: leave an image file's holes */
-	bool print_only;		/* -D / --print: decode an existing store */
-	bool version;			/* -V */
-	bool help;			/* -h */
+	uint32_t block_size_bytes;  /* -b, 0 = default */
+	uint32_t alloc_unit_bytes;  /* -a, 0 = default */
+	const char *alloc_unit_arg; /* -a as typed, for messages */
+	uint64_t meta_size_bytes;   /* -m, 0 = default */
+	const char *meta_size_arg;  /* -m as typed, for messages */
+	bool force;		    /* -f: overwrite existing signatures */
+	bool dry_run;		    /* -n: print the layout, write nothing */
+	bool quiet;		    /* -q: no summary, no progress */
+	bool no_discard;	    /* -K: do not discard a block device */
+	bool sparse;		    /* --sparse: leave an image file's holes */
+	bool print_only;	    /* -D / --print: decode an existing store */
+	bool version;		    /* -V */
+	bool help;		    /* -h */
 };
 
 struct cfs_mkfs_errs {
-	unsigned count;			/* all errors, including those not kept */
+	unsigned count; /* all errors, including those not kept */
 	char msg[CFS_MKFS_ERRS_MAX][CFS_MKFS_ERR_BYTES];
 };
 

@@ -28,15 +28,16 @@
 
 #include "mkchunkfs/mkchunkfs.h"
 
-#define FOUND_ITEMS_MAX		8u	/* named in the message; more are counted */
-#define FOUND_ITEM_BYTES	160u
+#define FOUND_ITEMS_MAX 8u /* named in the message; more are counted */
+#define FOUND_ITEM_BYTES 160u
 
 struct found_list {
 	unsigned count;
 	char item[FOUND_ITEMS_MAX][FOUND_ITEM_BYTES];
 };
 
-static void list_add(struct found_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void list_add(struct found_list *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void list_add(struct found_list *l, const char *fmt, ...)
 {
 	va_list ap;
@@ -85,8 +86,8 @@ static blkid_probe probe_new(const struct cfs_mkfs_target *t)
 	}
 	blkid_probe_enable_superblocks(pr, 1);
 	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_LABEL | BLKID_SUBLKS_TYPE |
-					      BLKID_SUBLKS_USAGE | BLKID_SUBLKS_MAGIC |
-					      BLKID_SUBLKS_BADCSUM);
+						      BLKID_SUBLKS_USAGE | BLKID_SUBLKS_MAGIC |
+						      BLKID_SUBLKS_BADCSUM);
 	blkid_probe_enable_partitions(pr, 1);
 	blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC);
 	return pr;
@@ -140,11 +141,12 @@ int cfs_mkfs_read_slots(const struct cfs_mkfs_target *t, uint8_t slots[CFS_MKFS_
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			cfs_mkfs_error("%s: cannot read the superblocks: %s", t->path, strerror(errno));
+			cfs_mkfs_error("%s: cannot read the superblocks: %s", t->path,
+				       strerror(errno));
 			return -errno;
 		}
 		if (n == 0)
-			break;	/* a short image: the rest stays zero */
+			break; /* a short image: the rest stays zero */
 		done += (size_t)n;
 	}
 	return 0;
@@ -209,7 +211,7 @@ int cfs_mkfs_signatures_find(const struct cfs_mkfs_target *t, struct cfs_mkfs_fo
 	memset(found, 0, sizeof(*found));
 	memset(&l, 0, sizeof(l));
 	if (!t->exists || t->target_size_bytes == 0)
-		return 0;	/* a new or empty image holds nothing */
+		return 0; /* a new or empty image holds nothing */
 
 	ret = find_chunkfs(t, &l);
 	if (ret < 0)

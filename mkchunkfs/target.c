@@ -89,7 +89,8 @@ static void describe_busy(struct cfs_mkfs_target *t, char *out, size_t out_size)
 	else
 		snprintf(out, out_size,
 			 "%s is in use: another program holds it open exclusively "
-			 "(a mounted filesystem, swap, a device-mapper or RAID member, or another mkfs)",
+			 "(a mounted filesystem, swap, a device-mapper or RAID member, or another "
+			 "mkfs)",
 			 t->path);
 }
 
@@ -125,7 +126,8 @@ static bool find_loop_attachment(const struct stat *st, char *out, size_t out_si
 			continue;
 		backing[n] = '\0';
 		backing[strcspn(backing, "\n")] = '\0';
-		if (stat(backing, &bst) == 0 && bst.st_dev == st->st_dev && bst.st_ino == st->st_ino) {
+		if (stat(backing, &bst) == 0 && bst.st_dev == st->st_dev &&
+		    bst.st_ino == st->st_ino) {
 			str_copy(out, out_size, "/dev/");
 			str_copy(out + strlen(out), out_size - strlen(out), de->d_name);
 			found = true;
@@ -140,7 +142,8 @@ static int probe_geometry(struct cfs_mkfs_target *t, int fd)
 	int ret = cfs_io_probe_alignment(fd, &t->geo);
 
 	if (ret < 0)
-		cfs_mkfs_error("%s: cannot read the direct-I/O alignment: %s", t->path, strerror(-ret));
+		cfs_mkfs_error("%s: cannot read the direct-I/O alignment: %s", t->path,
+			       strerror(-ret));
 	return ret;
 }
 
@@ -163,7 +166,8 @@ static int probe_new_image(struct cfs_mkfs_target *t)
 	}
 	if (fd < 0) {
 		ret = -errno;
-		cfs_mkfs_error("%s: cannot create an image in %s: %s", t->path, dir, strerror(errno));
+		cfs_mkfs_error("%s: cannot create an image in %s: %s", t->path, dir,
+			       strerror(errno));
 		free(copy);
 		return ret;
 	}
@@ -223,8 +227,10 @@ static int open_image(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *opt
 	t->target_size_bytes = (uint64_t)st->st_size;
 	if (!opts->print_only && find_loop_attachment(st, loop, sizeof(loop))) {
 		if (!opts->dry_run) {
-			cfs_mkfs_error("%s is attached to %s: format %s instead, or detach it first "
-				       "(losetup -d %s)", t->path, loop, loop, loop);
+			cfs_mkfs_error(
+				"%s is attached to %s: format %s instead, or detach it first "
+				"(losetup -d %s)",
+				t->path, loop, loop, loop);
 			return -EBUSY;
 		}
 		str_copy(t->note, sizeof(t->note), t->path);
@@ -247,8 +253,8 @@ static int apply_env_geometry(struct cfs_mkfs_target *t)
 		const char *name;
 		bool logical;
 	} vars[] = {
-		{ "MKCHUNKFS_DEVICE_SECTSIZE", true },
-		{ "MKCHUNKFS_DEVICE_PHYS_SECTSIZE", false },
+		{"MKCHUNKFS_DEVICE_SECTSIZE", true},
+		{"MKCHUNKFS_DEVICE_PHYS_SECTSIZE", false},
 	};
 	unsigned long long v;
 	const char *s;
@@ -293,8 +299,9 @@ int cfs_mkfs_target_open(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *
 			return -errno;
 		}
 		if (!opts->size_given) {
-			cfs_mkfs_error("%s: no such file or device (use -s SIZE to create an image file)",
-				       t->path);
+			cfs_mkfs_error(
+				"%s: no such file or device (use -s SIZE to create an image file)",
+				t->path);
 			return -ENOENT;
 		}
 		t->exists = false;
@@ -372,14 +379,16 @@ int cfs_mkfs_target_prepare(struct cfs_mkfs_target *t)
 	if (t->direct_fd < 0) {
 		if (errno != EINVAL) {
 			ret = -errno;
-			cfs_mkfs_error("%s: cannot open for direct I/O: %s", t->path, strerror(errno));
+			cfs_mkfs_error("%s: cannot open for direct I/O: %s", t->path,
+				       strerror(errno));
 			return ret;
 		}
 		/* A filesystem without O_DIRECT: every write goes through the
 		 * page cache and is made durable by fsync, which is slower but
 		 * as safe. */
-		cfs_mkfs_error("%s: the filesystem refuses O_DIRECT; writing through the page cache",
-			       t->path);
+		cfs_mkfs_error(
+			"%s: the filesystem refuses O_DIRECT; writing through the page cache",
+			t->path);
 	}
 	return 0;
 }
@@ -393,5 +402,6 @@ void cfs_mkfs_target_close(struct cfs_mkfs_target *t, bool remove_created)
 	t->direct_fd = -1;
 	t->fd = -1;
 	if (remove_created && t->created && unlink(t->path) < 0)
-		cfs_mkfs_error("%s: cannot remove the unfinished image: %s", t->path, strerror(errno));
+		cfs_mkfs_error("%s: cannot remove the unfinished image: %s", t->path,
+			       strerror(errno));
 }

@@ -44,14 +44,14 @@
 
 #include "mkchunkfs/mkchunkfs.h"
 
-#define DISCARD_STEP_BYTES	(1ull << 30)	/* one BLKDISCARD call; progress unit */
-#define META_HEAD_MIN_BYTES	(64u * 1024)	/* zeroed at the start of each half */
+#define DISCARD_STEP_BYTES (1ull << 30)	 /* one BLKDISCARD call; progress unit */
+#define META_HEAD_MIN_BYTES (64u * 1024) /* zeroed at the start of each half */
 
 struct wctx {
 	struct cfs_mkfs_target *t;
-	int fd;				/* where writes go: direct_fd, else fd */
-	uint8_t *zeros;			/* CFS_MKFS_IO_BYTES of zeros, aligned */
-	uint8_t *sb_area;		/* the two slots, rounded up to the write unit */
+	int fd;		  /* where writes go: direct_fd, else fd */
+	uint8_t *zeros;	  /* CFS_MKFS_IO_BYTES of zeros, aligned */
+	uint8_t *sb_area; /* the two slots, rounded up to the write unit */
 	uint32_t sb_area_bytes;
 	/* progress */
 	bool progress;
@@ -106,8 +106,9 @@ static int pwrite_all(struct wctx *c, const void *buf, size_t length, uint64_t o
 		if (n <= 0) {
 			int err = n < 0 ? errno : EIO;
 
-			cfs_mkfs_error("%s: write of %zu bytes at offset %llu failed: %s", c->t->path,
-				       length, (unsigned long long)offset, strerror(err));
+			cfs_mkfs_error("%s: write of %zu bytes at offset %llu failed: %s",
+				       c->t->path, length, (unsigned long long)offset,
+				       strerror(err));
 			return -err;
 		}
 		p += n;
@@ -147,8 +148,8 @@ static void progress_add(struct wctx *c, uint64_t bytes)
 		return;
 	/* The counting pass and the writing pass may disagree a little if
 	 * the file changes between them: never show more than 100%. */
-	percent = c->done_bytes >= c->total_bytes ? 100
-						   : (int)(c->done_bytes * 100 / c->total_bytes);
+	percent =
+		c->done_bytes >= c->total_bytes ? 100 : (int)(c->done_bytes * 100 / c->total_bytes);
 	if (percent == c->shown_percent)
 		return;
 	c->shown_percent = percent;
@@ -214,15 +215,15 @@ static int write_zeros(struct wctx *c, uint64_t offset, uint64_t length)
  * Ranges are widened to the write unit and merged, so a fallocated image
  * (ext4 splits unwritten extents every 128 MiB) is written in long runs.
  */
-#define FIEMAP_EXTENTS_MAX	256u	/* extents per FS_IOC_FIEMAP call */
+#define FIEMAP_EXTENTS_MAX 256u /* extents per FS_IOC_FIEMAP call */
 
 struct fill {
 	struct wctx *c;
-	uint64_t start, end;		/* bounds, multiples of the write unit */
-	uint64_t run_start, run_end;	/* pending run; empty when equal */
-	bool write;			/* false: only count (for the progress line) */
-	bool write_failed;		/* write_zeros() failed and said why */
-	uint64_t total;			/* bytes counted or written */
+	uint64_t start, end;	     /* bounds, multiples of the write unit */
+	uint64_t run_start, run_end; /* pending run; empty when equal */
+	bool write;		     /* false: only count (for the progress line) */
+	bool write_failed;	     /* write_zeros() failed and said why */
+	uint64_t total;		     /* bytes counted or written */
 };
 
 static int fill_flush(struct fill *f)
@@ -269,7 +270,8 @@ static int fill_add(struct fill *f, uint64_t start, uint64_t end)
 /* Returns -EOPNOTSUPP when the filesystem has no FIEMAP (caller falls back). */
 static int walk_fiemap(struct fill *f)
 {
-	const size_t bytes = sizeof(struct fiemap) + FIEMAP_EXTENTS_MAX * sizeof(struct fiemap_extent);
+	const size_t bytes =
+		sizeof(struct fiemap) + FIEMAP_EXTENTS_MAX * sizeof(struct fiemap_extent);
 	uint64_t cursor = f->start, lo, hi;
 	struct fiemap_extent *e;
 	struct fiemap *fm;
@@ -291,13 +293,13 @@ static int walk_fiemap(struct fill *f)
 			goto out_free;
 		}
 		if (fm->fm_mapped_extents < FIEMAP_EXTENTS_MAX)
-			last = true;	/* nothing else in the range */
+			last = true; /* nothing else in the range */
 		for (i = 0; i < fm->fm_mapped_extents; i++) {
 			e = &fm->fm_extents[i];
 			lo = e->fe_logical > cursor ? e->fe_logical : cursor;
 			hi = e->fe_logical + e->fe_length;
 			if (lo > cursor)
-				ret = fill_add(f, cursor, lo);		/* a hole */
+				ret = fill_add(f, cursor, lo); /* a hole */
 			if (!ret && (e->fe_flags & FIEMAP_EXTENT_UNWRITTEN))
 				ret = fill_add(f, lo, hi);
 			if (ret < 0)
@@ -311,7 +313,7 @@ static int walk_fiemap(struct fill *f)
 			break;
 	}
 	if (cursor < f->end)
-		ret = fill_add(f, cursor, f->end);	/* the tail after the last extent */
+		ret = fill_add(f, cursor, f->end); /* the tail after the last extent */
 	if (!ret)
 		ret = fill_flush(f);
 out_free:
@@ -344,7 +346,7 @@ static int walk_seek(struct fill *f)
 		ret = fill_add(f, hole, next);
 		if (ret < 0)
 			return ret;
-		if (next <= offset)	/* the file changed under us: stop, never spin */
+		if (next <= offset) /* the file changed under us: stop, never spin */
 			break;
 		offset = next;
 	}
@@ -353,7 +355,7 @@ static int walk_seek(struct fill *f)
 
 static int fill_walk(struct wctx *c, uint64_t start, uint64_t end, bool write, uint64_t *total)
 {
-	struct fill f = { .c = c, .start = start, .end = end, .write = write };
+	struct fill f = {.c = c, .start = start, .end = end, .write = write};
 	int ret;
 
 	ret = walk_fiemap(&f);
@@ -432,7 +434,7 @@ static int write_meta_headers(struct wctx *c, const struct cfs_sb *sb)
 	head_bytes = round_up(head_bytes, sb->block_size_bytes);
 	if (head_bytes > half_bytes)
 		head_bytes = half_bytes;
-	if (head_bytes > CFS_MKFS_IO_BYTES)	/* block <= 64 KiB: never, but bound it */
+	if (head_bytes > CFS_MKFS_IO_BYTES) /* block <= 64 KiB: never, but bound it */
 		head_bytes = CFS_MKFS_IO_BYTES;
 
 	for (half = 0; half < 2; half++) {
@@ -488,7 +490,7 @@ static void sync_parent_dir(const char *path)
 int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 		   const struct cfs_mkfs_write_cfg *cfg)
 {
-	struct wctx c = { .t = t, .progress = cfg->progress };
+	struct wctx c = {.t = t, .progress = cfg->progress};
 	int ret;
 
 	c.fd = t->direct_fd >= 0 ? t->direct_fd : t->fd;

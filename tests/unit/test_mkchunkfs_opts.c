@@ -37,7 +37,7 @@ static int parse(struct cfs_mkfs_opts *o, struct cfs_mkfs_errs *e, const char *c
 	return cfs_mkfs_opts_parse(argc, argv, o, e);
 }
 
-#define PARSE(o, e, ...) parse((o), (e), (const char *const[]){ __VA_ARGS__, NULL })
+#define PARSE(o, e, ...) parse((o), (e), (const char *const[]){__VA_ARGS__, NULL})
 
 static void assert_ok(int ret, const struct cfs_mkfs_errs *e)
 {
@@ -60,8 +60,8 @@ Test(opts, target_only_gives_defaults)
 	cr_assert_eq(o.block_size_bytes, 0);
 	cr_assert_eq(o.alloc_unit_bytes, 0);
 	cr_assert_eq(o.meta_size_bytes, 0);
-	cr_assert_not(o.force || o.dry_run || o.quiet || o.no_discard || o.sparse ||
-		      o.print_only || o.version || o.help);
+	cr_assert_not(o.force || o.dry_run || o.quiet || o.no_discard || o.sparse || o.print_only ||
+		      o.version || o.help);
 }
 
 Test(opts, every_flag)
@@ -104,14 +104,14 @@ Test(opts, size_zero_is_left_to_the_layout)
 
 Test(opts, label_and_uuid)
 {
-	static const uint8_t want[CFS_UUID_BYTES] = { 0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a,
-						      0x49, 0x78, 0x86, 0x95, 0xa4, 0xb3,
-						      0xc2, 0xd1, 0xe0, 0xf0 };
+	static const uint8_t want[CFS_UUID_BYTES] = {0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a,
+						     0x49, 0x78, 0x86, 0x95, 0xa4, 0xb3,
+						     0xc2, 0xd1, 0xe0, 0xf0};
 	struct cfs_mkfs_opts o;
 	struct cfs_mkfs_errs e;
 
-	assert_ok(PARSE(&o, &e, "-L", "rootdbs chunks", "-U", "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F0",
-			"img"),
+	assert_ok(PARSE(&o, &e, "-L", "rootdbs chunks", "-U",
+			"0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F0", "img"),
 		  &e);
 	cr_assert_str_eq(o.label, "rootdbs chunks");
 	cr_assert(o.uuid_given);
@@ -194,44 +194,45 @@ Test(opts, print_alone_and_with_quiet)
  * would not be valid. An empty string ends args. */
 struct bad_case {
 	char args[6][48];
-	char msg[CFS_MKFS_ERR_BYTES];	/* the whole message, without "mkchunkfs: " */
+	char msg[CFS_MKFS_ERR_BYTES]; /* the whole message, without "mkchunkfs: " */
 };
 
 ParameterizedTestParameters(opts, one_bad_option)
 {
 	static struct bad_case cases[] = {
-		{ { "-b", "3000", "img" },
-		  "-b 3000: block size must be a power of two between 512 and 65536" },
-		{ { "-b", "256", "img" },
-		  "-b 256: block size must be a power of two between 512 and 65536" },
-		{ { "-b", "128K", "img" },
-		  "-b 128K: block size must be a power of two between 512 and 65536" },
-		{ { "-b", "4096x", "img" },
-		  "-b 4096x: not a size (digits with an optional K, M, G or T suffix)" },
-		{ { "-a", "3M", "img" }, "-a 3M: allocation unit must be a power of two" },
-		{ { "-a", "2G", "img" }, "-a 2G: allocation unit must be at most 1 GiB" },
-		{ { "-a", "8G", "img" }, "-a 8G: allocation unit must be at most 1 GiB" },
-		{ { "-b", "64K", "-a", "32K", "img" },
-		  "-a 32K: allocation unit must be a multiple of the block size" },
-		{ { "-m", "1M", "img" }, "-m 1M: metadata size below the 4 MiB minimum" },
-		{ { "-m", "65G", "img" }, "-m 65G: metadata size above the 64 GiB maximum" },
-		{ { "-s", "-1", "img" },
-		  "-s -1: not a size (digits with an optional K, M, G or T suffix)" },
-		{ { "-s", "99999999999999999999", "img" },
-		  "-s 99999999999999999999: size is too large" },
-		{ { "-U", "not-a-uuid", "img" },
-		  "-U not-a-uuid: not a UUID (expected the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)" },
-		{ { "-U", "00000000-0000-0000-0000-000000000000", "img" },
-		  "-U 00000000-0000-0000-0000-000000000000: the nil UUID cannot name a store" },
-		{ { "-x", "img" }, "-x: unknown option" },
-		{ { "--frobnicate", "img" }, "--frobnicate: unknown option" },
-		{ { "img", "-b" }, "-b: missing argument" },
-		{ { "img", "--label" }, "--label: missing argument" },
-		{ { "a.img", "b.img" }, "b.img: unexpected argument (one device or image at a time)" },
-		{ { "-n" }, "no device or image file given" },
-		{ { "-D", "-n", "img" }, "-D prints an existing store; it cannot be combined with -n" },
-		{ { "-D", "--sparse", "img" },
-		  "-D prints an existing store; it cannot be combined with --sparse" },
+		{{"-b", "3000", "img"},
+		 "-b 3000: block size must be a power of two between 512 and 65536"},
+		{{"-b", "256", "img"},
+		 "-b 256: block size must be a power of two between 512 and 65536"},
+		{{"-b", "128K", "img"},
+		 "-b 128K: block size must be a power of two between 512 and 65536"},
+		{{"-b", "4096x", "img"},
+		 "-b 4096x: not a size (digits with an optional K, M, G or T suffix)"},
+		{{"-a", "3M", "img"}, "-a 3M: allocation unit must be a power of two"},
+		{{"-a", "2G", "img"}, "-a 2G: allocation unit must be at most 1 GiB"},
+		{{"-a", "8G", "img"}, "-a 8G: allocation unit must be at most 1 GiB"},
+		{{"-b", "64K", "-a", "32K", "img"},
+		 "-a 32K: allocation unit must be a multiple of the block size"},
+		{{"-m", "1M", "img"}, "-m 1M: metadata size below the 4 MiB minimum"},
+		{{"-m", "65G", "img"}, "-m 65G: metadata size above the 64 GiB maximum"},
+		{{"-s", "-1", "img"},
+		 "-s -1: not a size (digits with an optional K, M, G or T suffix)"},
+		{{"-s", "99999999999999999999", "img"},
+		 "-s 99999999999999999999: size is too large"},
+		{{"-U", "not-a-uuid", "img"},
+		 "-U not-a-uuid: not a UUID (expected the form "
+		 "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"},
+		{{"-U", "00000000-0000-0000-0000-000000000000", "img"},
+		 "-U 00000000-0000-0000-0000-000000000000: the nil UUID cannot name a store"},
+		{{"-x", "img"}, "-x: unknown option"},
+		{{"--frobnicate", "img"}, "--frobnicate: unknown option"},
+		{{"img", "-b"}, "-b: missing argument"},
+		{{"img", "--label"}, "--label: missing argument"},
+		{{"a.img", "b.img"}, "b.img: unexpected argument (one device or image at a time)"},
+		{{"-n"}, "no device or image file given"},
+		{{"-D", "-n", "img"}, "-D prints an existing store; it cannot be combined with -n"},
+		{{"-D", "--sparse", "img"},
+		 "-D prints an existing store; it cannot be combined with --sparse"},
 	};
 
 	return cr_make_param_array(struct bad_case, cases, ARRAY_SIZE(cases));
