@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -105,13 +106,57 @@ static int report_opt_errors(const struct cfs_mkfs_errs *errs)
 	return CFS_MKFS_EXIT_USAGE;
 }
 
+/* -D reads a snapshot up to this size to verify it; fsck checks larger ones. */
+#define SNAPSHOT_CHECK_MAX_BYTES (64ull << 20)
+
+/*
+ * Read and verify the active half's snapshot, the other thing a mount
+ * needs besides the superblock. Returns 0 (snap filled), 1 when it is too
+ * large to check here, or -errno with *why.
+ */
+static int read_snapshot(const struct cfs_mkfs_target *t, const struct cfs_sb *sb,
+			 struct cfs_snap *snap, const char **why)
+{
+	uint64_t offset = cfs_sb_half_offset_bytes(sb, sb->meta_active_half);
+	size_t length = (size_t)sb->meta_snap_length_bytes;
+	size_t done = 0;
+	uint8_t *buf;
+	ssize_t n;
+	int ret;
+
+	if (sb->meta_snap_length_bytes > SNAPSHOT_CHECK_MAX_BYTES)
+		return 1;
+	buf = malloc(length);
+	if (!buf) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	while (done < length) {
+		n = pread(t->fd, buf + done, length - done, (off_t)(offset + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			*why = n < 0 ? strerror(errno) : "the store ends inside the snapshot";
+			ret = n < 0 ? -errno : -EIO;
+			goto out_free;
+		}
+		done += (size_t)n;
+	}
+	ret = cfs_snap_decode(buf, length, cfs_log_seed(sb->uuid), snap, why);
+	snap->body = NULL; /* points into buf, which goes now */
+out_free:
+	free(buf);
+	return ret;
+}
+
 /* -D: decode both slots read-only and print what every reader would see. */
 static int print_store(const struct cfs_mkfs_opts *opts)
 {
 	uint8_t slots[CFS_MKFS_SB_PAIR_BYTES];
 	struct cfs_mkfs_target t;
-	const char *why = NULL, *mount_why = NULL, *slot_why;
-	int ret, mountable, status = CFS_MKFS_EXIT_NOSTORE;
+	const char *why = NULL, *mount_why = NULL, *slot_why, *snap_why = NULL;
+	int ret, mountable, snap_ret, status = CFS_MKFS_EXIT_NOSTORE;
+	struct cfs_snap snap;
 	struct cfs_sb sb, one;
 	unsigned s;
 	int slot;
@@ -137,6 +182,11 @@ static int print_store(const struct cfs_mkfs_opts *opts)
 		cfs_mkfs_error("%s: %s", t.path, mount_why);
 		goto out_close;
 	}
+	snap_ret = read_snapshot(&t, &sb, &snap, &snap_why);
+	if (snap_ret < 0) {
+		cfs_mkfs_error("%s: the metadata snapshot is unusable: %s", t.path, snap_why);
+		goto out_close;
+	}
 	status = CFS_MKFS_EXIT_OK;
 	if (opts->quiet)
 		goto out_close;
@@ -153,6 +203,15 @@ static int print_store(const struct cfs_mkfs_opts *opts)
 			printf("generation %llu%s\n", (unsigned long long)one.generation,
 			       one.flags & CFS_SB_INPROGRESS ? ", in progress" : "");
 	}
+	printf(SUMMARY_KEY_FMT, "snapshot:");
+	if (snap_ret == 0)
+		printf("%llu records, seq %llu, %llu bytes, checksum ok\n",
+		       (unsigned long long)snap.record_count, (unsigned long long)snap.seq,
+		       (unsigned long long)snap.length_bytes);
+	else
+		printf("%llu bytes, not verified here (larger than %llu MiB: use fsck)\n",
+		       (unsigned long long)sb.meta_snap_length_bytes,
+		       SNAPSHOT_CHECK_MAX_BYTES >> 20);
 	if (why)
 		cfs_mkfs_error("warning: %s: one superblock copy is unusable (%s)", t.path, why);
 	if (mountable == CFS_SB_RO_REQUIRED)

@@ -43,6 +43,8 @@ grep -q "^uuid: *$U\$" <<<"$printed" || cfs_fail "-D lost the uuid: $printed"
 grep -q '^flags: *none$' <<<"$printed" || cfs_fail "flags not clear after format: $printed"
 grep -q '^slot 0: *generation 2$' <<<"$printed" || cfs_fail "slot 0 not generation 2: $printed"
 grep -q '^slot 1: *generation 1$' <<<"$printed" || cfs_fail "slot 1 not generation 1: $printed"
+grep -q '^snapshot: *0 records, seq 1, 64 bytes, checksum ok$' <<<"$printed" ||
+	cfs_fail "-D did not verify an empty snapshot: $printed"
 # Dry run, real run and -D describe the same superblock.
 [ "$(sb_part <<<"$dry")" = "$(sb_part <<<"$out")" ] ||
 	cfs_fail "dry-run and real summaries differ: $(diff <(sb_part <<<"$dry") <(sb_part <<<"$out"))"
@@ -123,4 +125,9 @@ cmp -s -n $((4 * 1048576 - 64)) <(dd if="$img" bs=64 skip=$(((1 << 20) / 64 + 1)
 	cfs_fail "-U did not zero the whole metadata region"
 "$mk" -q -D "$img" || cfs_fail "-D after the -U reformat"
 cfs_log "metadata headers: ok"
+
+# --- 8. -D refuses a store whose snapshot is damaged ----------------------------------
+printf '\377' | dd of="$img" bs=1 seek=$(((1 << 20) + 20)) conv=notrunc status=none
+cfs_expect_fail_with "the metadata snapshot is unusable: bad snapshot checksum" 3 "$mk" -D "$img"
+cfs_log "damaged snapshot: refused by -D"
 exit 0
