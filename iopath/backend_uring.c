@@ -19,13 +19,23 @@
  *   SUBMIT_ALL  one bad SQE must not hold back the rest of a batch.
  *   CQSIZE      2 x depth: requests resumed after a range lock may exceed
  *               depth briefly; the kernel keeps overflow anyway (NODROP).
- *   no SINGLE_ISSUER / DEFER_TASKRUN: two threads may submit (above).
- *   no COOP_TASKRUN: completion work would run only when the submitting
- *               thread next enters the kernel; the reaper may be another
- *               thread, and the submitter may sit in read(/dev/fuse) -- the
- *               reaper would stall behind it.
+ *   Default queues: no SINGLE_ISSUER / DEFER_TASKRUN, since two threads may
+ *               submit (above); and no COOP_TASKRUN: the completion work of
+ *               a read/write runs in the task that submitted it, and COOP
+ *               stops the kernel from interrupting that task to run it, so
+ *               a reaper in another thread would wait until the submitter
+ *               happens to enter the kernel (or a timer tick).
+ *   CFS_IOQ_SINGLE_THREAD queues: submitter == reaper, so the reaper's own
+ *               wait is where completion work runs. SINGLE_ISSUER +
+ *               DEFER_TASKRUN + TASKRUN_FLAG (the flag makes a
+ *               non-sleeping reap enter the kernel when work is pending),
+ *               falling back to COOP_TASKRUN, then to nothing, on older
+ *               kernels. fio's io_uring engine uses the same set; measured
+ *               in bench/README.md. A reap that must sleep submits and
+ *               waits in one system call.
  *   no SQPOLL: a polling kernel thread costs a core; we have two.
- *   no registered ring fd: it is per thread, we use the ring from two.
+ *   no registered ring fd: it is per thread, and default queues are used
+ *               from two.
  *
  * Operations:
  *   READ/WRITE  read/write, or read_fixed/write_fixed when the buffer lies
@@ -97,6 +107,7 @@ struct uring_queue {
 	struct io_uring ring;
 	int event_fd;			/* -1 until asked for */
 	bool file_registered;
+	bool single_thread;		/* CFS_IOQ_SINGLE_THREAD */
 };
 
 /* ---- target ----------------------------------------------------------------- */
@@ -260,28 +271,42 @@ static int register_arena(struct cfs_ioq *q, struct uring_queue *uq)
 	return ret;
 }
 
+/* io_uring_setup flag sets to try, best first (CQSIZE|CLAMP always). */
+static const unsigned setup_flags[] = {
+	/* CFS_IOQ_SINGLE_THREAD */
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		IORING_SETUP_TASKRUN_FLAG,					/* 6.1 */
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, /* 5.19 */
+	/* every queue */
+	IORING_SETUP_SUBMIT_ALL,						/* 5.18 */
+	0,
+};
+#define SETUP_SHARED	2u	/* first entry for queues used from two threads */
+#define SETUP_TRIES	(sizeof(setup_flags) / sizeof(setup_flags[0]))
+
 static int uring_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 {
 	struct uring_target *t = q->io->priv;
 	struct io_uring_params params;
 	struct uring_queue *uq;
-	int ret;
+	unsigned i;
+	int ret = -EINVAL;
 
 	uq = calloc(1, sizeof(*uq));
 	if (!uq)
 		return -ENOMEM;
 	uq->event_fd = -1;
 
-	memset(&params, 0, sizeof(params));
-	params.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
-	params.cq_entries = 2 * q->depth;
-	ret = io_uring_queue_init_params(q->depth, &uq->ring, &params);
-	if (ret == -EINVAL) {
-		/* Kernels before 5.18 do not know SUBMIT_ALL. */
+	/* Most wanted first; each older kernel refuses with -EINVAL what it
+	 * does not know, and we try the next. */
+	uq->single_thread = cfg->flags & CFS_IOQ_SINGLE_THREAD;
+	for (i = uq->single_thread ? 0 : SETUP_SHARED; i < SETUP_TRIES; i++) {
 		memset(&params, 0, sizeof(params));
-		params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+		params.flags = setup_flags[i] | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
 		params.cq_entries = 2 * q->depth;
 		ret = io_uring_queue_init_params(q->depth, &uq->ring, &params);
+		if (ret != -EINVAL)
+			break;
 	}
 	if (ret)
 		goto out_free;
@@ -585,6 +610,16 @@ static int uring_reap(struct cfs_ioq *q, unsigned min_complete)
 				break;
 			/* About to sleep: make sure what we wait for is on
 			 * its way (another thread may have staged it). */
+			if (uq->single_thread) {
+				/* nobody else submits: one system call */
+				pthread_mutex_lock(&q->submit_lock);
+				ret = io_uring_submit_and_wait(&uq->ring,
+							       min_complete - completed);
+				pthread_mutex_unlock(&q->submit_lock);
+				if (ret < 0 && ret != -EAGAIN)
+					return completed ? (int)completed : ret;
+				continue;
+			}
 			pthread_mutex_lock(&q->submit_lock);
 			io_uring_submit(&uq->ring);
 			pthread_mutex_unlock(&q->submit_lock);

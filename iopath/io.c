@@ -226,7 +226,7 @@ int cfs_ioq_create(struct cfs_io *io, const struct cfs_ioq_config *cfg, struct c
 		local = *cfg;
 	if (!local.depth)
 		local.depth = CFS_IO_DEPTH_DEFAULT;
-	if (local.depth > CFS_IO_DEPTH_MAX)
+	if (local.depth > CFS_IO_DEPTH_MAX || (local.flags & ~CFS_IOQ_SINGLE_THREAD))
 		return -EINVAL;
 
 	q = calloc(1, sizeof(*q));

@@ -194,7 +194,17 @@ struct cfs_ioq_config {
 	unsigned depth;			/* requests in flight, 0 = CFS_IO_DEPTH_DEFAULT */
 	size_t buffer_arena_bytes;	/* aligned memory owned by the queue and
 					 * registered with its ring; 0 = none */
+	unsigned flags;			/* CFS_IOQ_* */
 };
+
+/* One thread creates the queue and is the only one to queue, submit, reap,
+ * resume on and destroy it (done() callbacks, which run in the reaping
+ * thread, are that thread too). In exchange the uring backend lets the
+ * kernel defer completion work until that thread reaps (SINGLE_ISSUER +
+ * DEFER_TASKRUN), instead of interrupting it once per completion; the
+ * shape of a per-core event loop. A call from another thread fails with
+ * -EEXIST from the kernel. Without the flag any thread may submit. */
+#define CFS_IOQ_SINGLE_THREAD	(1u << 0)
 
 int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out);
 void cfs_io_close(struct cfs_io *io);

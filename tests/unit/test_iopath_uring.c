@@ -911,6 +911,77 @@ Test(uring, event_fd_announces_completions)
 	cfs_io_close(io);
 }
 
+/* CFS_IOQ_SINGLE_THREAD: deferred completion work must still be found by a
+ * non-sleeping reap after the event fd fired, and a second thread is
+ * refused by the kernel rather than silently racing. */
+struct foreign_ctx {
+	struct cfs_ioq *q;
+	int submit_ret;
+};
+
+static void *foreign_submit(void *arg)
+{
+	struct foreign_ctx *ctx = arg;
+
+	ctx->submit_ret = cfs_ioq_submit(ctx->q);
+	return NULL;
+}
+
+Test(uring, single_thread_queue)
+{
+	struct cfs_io *io = open_uring(img_path, 0, false);
+	struct cfs_ioq_config cfg = { .depth = 8, .buffer_arena_bytes = MiB,
+				      .flags = CFS_IOQ_SINGLE_THREAD };
+	struct cfs_ioq *q = NULL;
+	struct done_rec rec = { 0 };
+	struct cfs_io_req req = { .op = CFS_IO_READ, .length_bytes = 4096, .done = rec_done,
+				  .cookie = &rec };
+	struct foreign_ctx ctx;
+	struct pollfd pfd;
+	pthread_t t;
+	uint64_t count;
+	void *buf;
+	int ret;
+
+	cfg.flags = 0x80;
+	cr_assert_eq(cfs_ioq_create(io, &cfg, &q), -EINVAL, "unknown flag");
+	cfg.flags = CFS_IOQ_SINGLE_THREAD;
+	ret = cfs_ioq_create(io, &cfg, &q);
+	if (ret == -ENOSYS || ret == -EPERM)
+		cr_skip_test("io_uring unavailable");
+	cr_assert_eq(ret, 0);
+	buf = cfs_ioq_buf_get(q, 8192);
+	fill(buf, 8192, 65536, 6);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 65536, 8192, buf, &stats), 8192);
+	memset(buf, 0, 8192);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 65536, 8192, buf, &stats), 8192);
+	cr_assert(check(buf, 8192, 65536, 6));
+
+	pfd = (struct pollfd){ .fd = cfs_ioq_event_fd(q), .events = POLLIN };
+	cr_assert_geq(pfd.fd, 0);
+	req.buf = buf;
+	cr_assert_eq(cfs_ioq_queue(q, &req), 0);
+	cr_assert_eq(cfs_ioq_submit(q), 1);
+	cr_assert_eq(poll(&pfd, 1, 5000), 1, "the event fd fires for deferred work");
+	cr_assert_eq(read(pfd.fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+	for (int i = 0; i < 1000 && !rec.calls; i++) {
+		cr_assert_geq(cfs_ioq_reap(q, 0), 0);
+		if (!rec.calls)
+			usleep(1000);
+	}
+	cr_assert_eq(rec.res, 4096, "reap(q, 0) ran the deferred completion");
+
+	cr_assert_eq(cfs_ioq_queue(q, &req), 0);
+	ctx.q = q;
+	pthread_create(&t, NULL, foreign_submit, &ctx);
+	pthread_join(t, NULL);
+	cr_assert_eq(ctx.submit_ret, -EEXIST, "another thread may not submit");
+	cr_assert_eq(cfs_ioq_reap(q, 1), 1, "the owner's reap submits and completes it");
+	cfs_ioq_buf_put(q, buf);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
 Test(uring, destroy_drains_requests_in_flight)
 {
 	struct cfs_io *io = open_uring(img_path, 0, false);
