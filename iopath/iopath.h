@@ -280,6 +280,17 @@ struct cfs_io_rmw {
 	struct cfs_io_req req;		/* offset/length in bytes, any alignment; buf:
 					 * any alignment; op READ or WRITE; done/cookie
 					 * as for a plain request */
+	/* Optional WRITE hooks (NULL = none). Both run under the range lock,
+	 * on whichever thread drives the rmw at that point. */
+	/* Is the partial edge sector at device offset sector_offset_bytes
+	 * unwritten (allocated, never written)? Then it is merged as zeros
+	 * instead of read, so a previous owner's data is not written back. */
+	bool (*edge_unwritten)(struct cfs_io_rmw *rmw, uint64_t sector_offset_bytes);
+	/* The merged cover is on the device (res = length_bytes) or its write
+	 * failed (res < 0); called before the lock is released, so the caller
+	 * can mark the cover written before any overlapping write proceeds.
+	 * Not called when a read of an edge failed (nothing was written). */
+	void (*written)(struct cfs_io_rmw *rmw, int res);
 	/* Owned by iopath. */
 	void *bounce;			/* aligned cover buffer (rmw.c's per-target pool) */
 	uint64_t cover_offset_bytes;

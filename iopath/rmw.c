@@ -83,6 +83,9 @@ enum rmw_stage {
 	STAGE_READ,		/* read: the cover, in pieces */
 };
 
+/* rmw->req.iop_flags (the caller's request never reaches a backend). */
+#define RMW_F_TAIL_NEXT	(1u << 0)	/* the head read is followed by a tail read */
+
 /* A waiter's iop_private says what it is: NULL for a plain request parked by
  * cfs_range_wait_if_locked(), this address for a read-modify-write. */
 static char rmw_waiter_tag;
@@ -345,14 +348,17 @@ static void rmw_finish(struct cfs_io_rmw *rmw, int res)
 		memcpy(rmw->req.buf,
 		       (uint8_t *)rmw->bounce + (rmw->req.offset_bytes - rmw->cover_offset_bytes),
 		       rmw->req.length_bytes);
-	/* Release first: the waiters' I/O can start before our caller runs. */
+	if (res >= 0)
+		res = (int)rmw->req.length_bytes;
+	/* The caller publishes what it wrote while overlapping writes still
+	 * wait; then release, so the waiters' I/O starts before our done(). */
+	if (rmw->req.op == CFS_IO_WRITE && rmw->written && rmw->stage == STAGE_WRITE)
+		rmw->written(rmw, res);
 	if (rmw->req.op == CFS_IO_WRITE)
 		rmw_unlock(io, rmw, rmw->q);
 	pool_put(io->locks, rmw->bounce);
 	rmw->bounce = NULL;
 	rmw->stage = STAGE_IDLE;
-	if (res >= 0)
-		res = (int)rmw->req.length_bytes;
 	if (stats) {
 		cfs_io_stats_record(stats, (enum cfs_io_op)rmw->req.op, res,
 				    cfs_now_ns() - rmw->req.queued_ns);
@@ -420,30 +426,48 @@ static int rmw_merge_and_write(struct cfs_io_rmw *rmw, bool from_caller)
 	return rmw_issue(rmw, CFS_IO_WRITE, 0, piece(rmw), from_caller);
 }
 
+/* Does the partial edge sector at cover + at need reading? An unwritten one
+ * (the caller's hook says so) is merged as zeros instead. */
+static bool edge_needs_read(struct cfs_io_rmw *rmw, uint32_t at, uint32_t sector)
+{
+	if (!rmw->edge_unwritten || !rmw->edge_unwritten(rmw, rmw->cover_offset_bytes + at))
+		return true;
+	memset((uint8_t *)rmw->bounce + at, 0, sector);
+	return false;
+}
+
 /* The first I/O of an rmw that holds what it needs (lock for a write). */
 static int rmw_run(struct cfs_io_rmw *rmw, bool from_caller)
 {
 	uint32_t sector = rmw->q->io->geo.logical_sector_bytes;
+	uint32_t tail_at = rmw->cover_length_bytes - sector;
+	bool head, tail;
 
 	rmw->req.done_bytes = 0;
 	if (rmw->req.op == CFS_IO_READ) {
 		rmw->stage = STAGE_READ;
 		return rmw_issue(rmw, CFS_IO_READ, 0, piece(rmw), from_caller);
 	}
-	if (head_partial(rmw)) {
-		/* Both edges within two sectors: one read fetches both. */
-		uint32_t length = tail_partial(rmw) && rmw->cover_length_bytes <= 2 * sector ?
-					  rmw->cover_length_bytes : sector;
-
+	/* Only partial edges are read; a one-sector cover has one edge. */
+	head = head_partial(rmw) && edge_needs_read(rmw, 0, sector);
+	tail = tail_partial(rmw) && (tail_at > 0 || !head_partial(rmw)) &&
+	       edge_needs_read(rmw, tail_at, sector);
+	if (!head && !tail)
+		return rmw_merge_and_write(rmw, from_caller);
+	rmw->req.iop_flags = 0;
+	if (head && tail && rmw->cover_length_bytes == 2 * sector) {
+		/* The two edges are the whole cover: one read. */
 		rmw->stage = STAGE_READ_HEAD;
-		return rmw_issue(rmw, CFS_IO_READ, 0, length, from_caller);
+		return rmw_issue(rmw, CFS_IO_READ, 0, rmw->cover_length_bytes, from_caller);
 	}
-	if (tail_partial(rmw)) {
-		rmw->stage = STAGE_READ_TAIL;
-		return rmw_issue(rmw, CFS_IO_READ, rmw->cover_length_bytes - sector, sector,
-				 from_caller);
+	if (head) {
+		rmw->stage = STAGE_READ_HEAD;
+		if (tail)
+			rmw->req.iop_flags = RMW_F_TAIL_NEXT;
+		return rmw_issue(rmw, CFS_IO_READ, 0, sector, from_caller);
 	}
-	return rmw_merge_and_write(rmw, from_caller);
+	rmw->stage = STAGE_READ_TAIL;
+	return rmw_issue(rmw, CFS_IO_READ, tail_at, sector, from_caller);
 }
 
 static void rmw_inner_done(struct cfs_io_req *inner, int res)
@@ -458,8 +482,7 @@ static void rmw_inner_done(struct cfs_io_req *inner, int res)
 	}
 	switch (rmw->stage) {
 	case STAGE_READ_HEAD:
-		/* Was the tail inside the head read? */
-		if (tail_partial(rmw) && inner->length_bytes < rmw->cover_length_bytes) {
+		if (rmw->req.iop_flags & RMW_F_TAIL_NEXT) {
 			rmw->stage = STAGE_READ_TAIL;
 			rmw_issue(rmw, CFS_IO_READ, rmw->cover_length_bytes - sector, sector, false);
 			return;
