@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * test_alloc.c — the data-region allocator: contiguity near a hint, the
+ * fall-back to shorter runs, busy-until-durable, ENOSPC vs EAGAIN, reserve,
+ * discard callbacks and the counting invariant.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include "fs/alloc.h"
+
+static void check_counts(struct cfs_alloc *a)
+{
+	struct cfs_alloc_stat st;
+
+	cfs_alloc_stat(a, &st);
+	cr_assert_eq(st.free_units + st.busy_units + st.used_units, st.total_units);
+}
+
+Test(alloc, create_limits)
+{
+	struct cfs_alloc *a;
+
+	cr_assert_eq(cfs_alloc_create(0, &a), -EINVAL);
+	cr_assert_eq(cfs_alloc_create(CFS_ALLOC_UNITS_MAX + 1, &a), -EINVAL);
+	cr_assert_eq(cfs_alloc_create(1, &a), 0);
+	cfs_alloc_destroy(a);
+	cfs_alloc_destroy(NULL);
+}
+
+Test(alloc, contiguous_from_hint)
+{
+	struct cfs_alloc *a;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(1000, &a), 0);
+	cr_assert_eq(cfs_alloc_get(a, 100, 10, &first, &count), 0);
+	cr_assert_eq(first, 100);
+	cr_assert_eq(count, 10);
+	/* The next allocation after the previous end continues the file. */
+	cr_assert_eq(cfs_alloc_get(a, 110, 5, &first, &count), 0);
+	cr_assert_eq(first, 110);
+	cr_assert_eq(count, 5);
+	/* A hint inside a used range goes to the next free run. */
+	cr_assert_eq(cfs_alloc_get(a, 105, 3, &first, &count), 0);
+	cr_assert_eq(first, 115);
+	cr_assert_eq(cfs_alloc_get(a, 0, 0, &first, &count), -EINVAL);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, no_hint_rotor_spreads)
+{
+	struct cfs_alloc *a;
+	uint64_t f1, f2, c;
+
+	cr_assert_eq(cfs_alloc_create(100, &a), 0);
+	cr_assert_eq(cfs_alloc_get(a, CFS_ALLOC_NO_HINT, 4, &f1, &c), 0);
+	cr_assert_eq(cfs_alloc_get(a, CFS_ALLOC_NO_HINT, 4, &f2, &c), 0);
+	cr_assert_eq(f2, f1 + 4);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, wraps_and_falls_back_to_short_runs)
+{
+	struct cfs_alloc *a;
+	uint64_t first, count, total = 0;
+
+	cr_assert_eq(cfs_alloc_create(64, &a), 0);
+	/* Fragment: use every other unit. */
+	for (uint64_t u = 0; u < 64; u += 2)
+		cr_assert_eq(cfs_alloc_reserve(a, u, 1), 0);
+	/* A 4-unit run exists nowhere: single units, from the hint on. */
+	cr_assert_eq(cfs_alloc_get(a, 10, 4, &first, &count), 0);
+	cr_assert_eq(first, 11);
+	cr_assert_eq(count, 1);
+	/* The hint's own unit when free; then wrap to the start. */
+	cr_assert_eq(cfs_alloc_get(a, 63, 1, &first, &count), 0);
+	cr_assert_eq(first, 63);
+	cr_assert_eq(cfs_alloc_get(a, 63, 1, &first, &count), 0);
+	cr_assert_eq(first, 1);
+	/* Drain everything. */
+	while (cfs_alloc_get(a, 0, 3, &first, &count) == 0)
+		total += count;
+	cr_assert_eq(total, 29);
+	cr_assert_eq(cfs_alloc_get(a, 0, 1, &first, &count), -ENOSPC);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, run_straddling_hint_is_found_whole)
+{
+	struct cfs_alloc *a;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(128, &a), 0);
+	cr_assert_eq(cfs_alloc_reserve(a, 0, 10), 0);
+	cr_assert_eq(cfs_alloc_reserve(a, 40, 88), 0);
+	/* Free run [10, 40); hint 30 has only 10 after it, but the wrap search
+	 * finds the run starting at 10 whole. */
+	cr_assert_eq(cfs_alloc_get(a, 30, 20, &first, &count), 0);
+	cr_assert_eq(first, 10);
+	cr_assert_eq(count, 20);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, busy_until_commit)
+{
+	struct cfs_alloc *a;
+	struct cfs_alloc_stat st;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(8, &a), 0);
+	cr_assert_eq(cfs_alloc_get(a, 0, 8, &first, &count), 0);
+	cr_assert_eq(count, 8);
+	cfs_alloc_free(a, 2, 3, 100);
+	cr_assert_eq(cfs_alloc_unit_state(a, 2), CFS_ALLOC_STATE_BUSY);
+	cr_assert_eq(cfs_alloc_unit_state(a, 5), CFS_ALLOC_STATE_USED);
+	cfs_alloc_stat(a, &st);
+	cr_assert_eq(st.busy_units, 3);
+	cr_assert_eq(st.free_units, 0);
+	/* Freed but not durable: not allocatable, and the caller is told to
+	 * force a commit rather than fail. */
+	cr_assert_eq(cfs_alloc_get(a, 0, 1, &first, &count), -EAGAIN);
+	cr_assert_eq(cfs_alloc_commit_done(a, 99, NULL, NULL), 0);
+	cr_assert_eq(cfs_alloc_get(a, 0, 1, &first, &count), -EAGAIN);
+	cr_assert_eq(cfs_alloc_commit_done(a, 100, NULL, NULL), 3);
+	cr_assert_eq(cfs_alloc_unit_state(a, 2), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_alloc_get(a, 0, 8, &first, &count), 0);
+	cr_assert_eq(first, 2);
+	cr_assert_eq(count, 3);
+	cr_assert_eq(cfs_alloc_get(a, 0, 1, &first, &count), -ENOSPC);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, busy_released_by_seq_out_of_order)
+{
+	struct cfs_alloc *a;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(16, &a), 0);
+	cr_assert_eq(cfs_alloc_get(a, 0, 16, &first, &count), 0);
+	cfs_alloc_free(a, 0, 2, 20);
+	cfs_alloc_free(a, 4, 2, 10);
+	cfs_alloc_free(a, 8, 2, 30);
+	cfs_alloc_free(a, 10, 2, 30); /* merged with the previous */
+	cr_assert_eq(cfs_alloc_commit_done(a, 15, NULL, NULL), 2);
+	cr_assert_eq(cfs_alloc_unit_state(a, 4), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_alloc_unit_state(a, 0), CFS_ALLOC_STATE_BUSY);
+	cr_assert_eq(cfs_alloc_commit_done(a, 30, NULL, NULL), 6);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+struct discard_log {
+	uint64_t first[8];
+	uint64_t count[8];
+	int n;
+	struct cfs_alloc *a;
+	int state_during;
+};
+
+static void discard_cb(void *arg, uint64_t first, uint64_t count)
+{
+	struct discard_log *log = arg;
+	uint64_t f, c;
+
+	log->first[log->n] = first;
+	log->count[log->n] = count;
+	log->n++;
+	/* While the device discards, nobody may get these units. */
+	log->state_during = cfs_alloc_get(log->a, first, count, &f, &c);
+}
+
+Test(alloc, discard_before_free)
+{
+	struct cfs_alloc *a;
+	struct discard_log log = { .n = 0 };
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(4, &a), 0);
+	log.a = a;
+	cr_assert_eq(cfs_alloc_get(a, 0, 4, &first, &count), 0);
+	cfs_alloc_free(a, 1, 2, 7);
+	cr_assert_eq(cfs_alloc_commit_done(a, 7, discard_cb, &log), 2);
+	cr_assert_eq(log.n, 1);
+	cr_assert_eq(log.first[0], 1);
+	cr_assert_eq(log.count[0], 2);
+	cr_assert_eq(log.state_during, -EAGAIN);
+	cr_assert_eq(cfs_alloc_unit_state(a, 1), CFS_ALLOC_STATE_FREE);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, immediate_free_with_seq_zero)
+{
+	struct cfs_alloc *a;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(4, &a), 0);
+	cr_assert_eq(cfs_alloc_get(a, 0, 4, &first, &count), 0);
+	cfs_alloc_free(a, 0, 4, 0);
+	cr_assert_eq(cfs_alloc_unit_state(a, 3), CFS_ALLOC_STATE_FREE);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, reserve_conflicts)
+{
+	struct cfs_alloc *a;
+
+	cr_assert_eq(cfs_alloc_create(100, &a), 0);
+	cr_assert_eq(cfs_alloc_reserve(a, 10, 10), 0);
+	cr_assert_eq(cfs_alloc_reserve(a, 19, 2), -EEXIST);
+	cr_assert_eq(cfs_alloc_unit_state(a, 20), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_alloc_reserve(a, 95, 6), -ERANGE);
+	cr_assert_eq(cfs_alloc_reserve(a, 100, 1), -ERANGE);
+	cr_assert_eq(cfs_alloc_unit_state(a, 100), -ERANGE);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+Test(alloc, double_free_aborts, .signal = SIGABRT)
+{
+	struct cfs_alloc *a;
+
+	cfs_alloc_create(10, &a);
+	cfs_alloc_reserve(a, 0, 1);
+	cfs_alloc_free(a, 0, 1, 0);
+	cfs_alloc_free(a, 0, 1, 0);
+}
+
+Test(alloc, large_region_random_churn)
+{
+	struct cfs_alloc *a;
+	const uint64_t units = 100000;
+	uint64_t *firsts = calloc(4096, sizeof(uint64_t));
+	uint64_t *counts = calloc(4096, sizeof(uint64_t));
+	int n = 0;
+	uint64_t seq = 1;
+
+	cr_assert_eq(cfs_alloc_create(units, &a), 0);
+	srand(7);
+	for (int i = 0; i < 20000; i++) {
+		if (n < 4096 && (rand() % 3 || n == 0)) {
+			uint64_t f, c;
+			int ret = cfs_alloc_get(a, (uint64_t)rand() % units, 1 + rand() % 64, &f, &c);
+
+			if (ret == -EAGAIN) {
+				cfs_alloc_commit_done(a, seq, NULL, NULL);
+				continue;
+			}
+			cr_assert_eq(ret, 0);
+			firsts[n] = f;
+			counts[n] = c;
+			n++;
+		} else {
+			int k = rand() % n;
+
+			cfs_alloc_free(a, firsts[k], counts[k], seq++);
+			firsts[k] = firsts[n - 1];
+			counts[k] = counts[n - 1];
+			n--;
+		}
+		if (i % 1000 == 0)
+			check_counts(a);
+	}
+	for (int k = 0; k < n; k++)
+		cfs_alloc_free(a, firsts[k], counts[k], 0);
+	cfs_alloc_commit_done(a, UINT64_MAX, NULL, NULL);
+	{
+		struct cfs_alloc_stat st;
+
+		cfs_alloc_stat(a, &st);
+		cr_assert_eq(st.free_units, units);
+	}
+	free(firsts);
+	free(counts);
+	cfs_alloc_destroy(a);
+}

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * test_extent.c — the per-file map: geometry, runs, written-state
+ * transitions (NONE / bitmap / ALL), unwritten marking, unmapping, dirty
+ * collection, replay application, SEEK_DATA/SEEK_HOLE, and concurrent
+ * mark_written from several threads (also against a concurrent clearer).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/extent.h"
+
+#define UNIT	(64u * 1024)
+#define SECTOR	512u
+#define SPU	(UNIT / SECTOR)		/* 128 sectors per unit */
+#define DATA0	(1u << 20)		/* data region offset */
+
+static struct cfs_extent_geom geom;
+static struct cfs_extent_map *map;
+static atomic_int notified;
+
+static void notify(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&notified, 1);
+}
+
+static void setup(void)
+{
+	cr_assert_eq(cfs_extent_geom_init(&geom, UNIT, SECTOR, 4096, DATA0), 0);
+	cr_assert_eq(cfs_extent_map_create(&geom, notify, NULL, &map), 0);
+	atomic_store(&notified, 0);
+}
+
+static void teardown(void)
+{
+	cfs_extent_quiesce(map);
+	cfs_extent_map_destroy(map);
+}
+
+static uint64_t dev(uint64_t store_unit, uint64_t in_unit)
+{
+	return DATA0 + store_unit * UNIT + in_unit;
+}
+
+Test(extent, geom)
+{
+	struct cfs_extent_geom g;
+
+	cr_assert_eq(cfs_extent_geom_init(&g, UNIT, SECTOR, 4096, 0), 0);
+	cr_assert_eq(g.sectors_per_unit, SPU);
+	cr_assert_geq(g.max_units, 4096);
+	cr_assert_eq(g.leaf_slots, 64);
+	cr_assert_eq(g.root_slots, 64);
+	cr_assert_eq(cfs_extent_geom_init(&g, 1u << 20, 512, 16ull << 20, 0), 0);
+	cr_assert_eq(g.leaf_slots, 4096);
+	cr_assert_geq(g.max_units, 16ull << 20);
+	cr_assert_eq(cfs_extent_geom_init(&g, 3000, 512, 10, 0), -EINVAL);
+	cr_assert_eq(cfs_extent_geom_init(&g, 4096, 8192, 10, 0), -EINVAL);
+	cr_assert_eq(cfs_extent_geom_init(&g, 1u << 30, 256, 10, 0), -EINVAL);
+	cr_assert_eq(cfs_extent_geom_init(&g, 4096, 512, 0, 0), -EINVAL);
+	cr_assert_eq(cfs_extent_geom_init(&g, 4096, 512, 1, 0), 0);
+	cr_assert_eq(g.max_units, 64);
+}
+
+Test(extent, empty_map_is_one_hole, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_run run;
+	bool written = true;
+
+	cr_assert_eq(cfs_extent_lookup(map, 12345, 1ull << 40, &run), 0);
+	cr_assert_not(run.mapped);
+	cr_assert_eq(run.length_bytes, 1ull << 40);
+	cr_assert_eq(cfs_extent_lookup(map, 0, 0, &run), -EINVAL);
+	cr_assert_eq(cfs_extent_written_span(map, 100, 5000, &written), 5000);
+	cr_assert_not(written);
+	cr_assert_eq(cfs_extent_mapped_units(map), 0);
+	cr_assert_eq(cfs_extent_unit_get(map, 3), -1);
+	/* Far beyond the largest file: still a hole, never an error. */
+	cr_assert_eq(cfs_extent_lookup(map, geom.max_units * UNIT + 7, 10, &run), 0);
+	cr_assert_not(run.mapped);
+}
+
+Test(extent, runs, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_run run;
+
+	/* file units 2,3,4 -> store 10,11,12; 5 -> 20; 7 -> 21 */
+	cr_assert_eq(cfs_extent_map_units(map, 2, 10, 3), 0);
+	cr_assert_eq(cfs_extent_map_units(map, 5, 20, 1), 0);
+	cr_assert_eq(cfs_extent_map_units(map, 7, 21, 1), 0);
+	cr_assert_eq(cfs_extent_mapped_units(map), 5);
+
+	cr_assert_eq(cfs_extent_lookup(map, 100, 10 * UNIT, &run), 0);
+	cr_assert_not(run.mapped);
+	cr_assert_eq(run.length_bytes, 2 * UNIT - 100);
+
+	cr_assert_eq(cfs_extent_lookup(map, 2 * UNIT + 512, 10 * UNIT, &run), 0);
+	cr_assert(run.mapped);
+	cr_assert_eq(run.store_unit, 10);
+	cr_assert_eq(run.device_offset_bytes, dev(10, 512));
+	cr_assert_eq(run.length_bytes, 3 * UNIT - 512); /* stops at store 20 */
+
+	cr_assert_eq(cfs_extent_lookup(map, 5 * UNIT, UNIT + 1, &run), 0);
+	cr_assert_eq(run.store_unit, 20);
+	cr_assert_eq(run.length_bytes, UNIT);
+
+	cr_assert_eq(cfs_extent_lookup(map, 6 * UNIT, 100 * UNIT, &run), 0);
+	cr_assert_not(run.mapped);
+	cr_assert_eq(run.length_bytes, UNIT);
+
+	/* Clamped by the requested length. */
+	cr_assert_eq(cfs_extent_lookup(map, 2 * UNIT, 10, &run), 0);
+	cr_assert_eq(run.length_bytes, 10);
+}
+
+Test(extent, map_errors, .init = setup, .fini = teardown)
+{
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 2), 0);
+	cr_assert_eq(cfs_extent_map_units(map, 1, 5, 1), -EEXIST);
+	/* Same mapping again: a no-op (replay over a snapshot). */
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 2), 0);
+	cr_assert_eq(cfs_extent_mapped_units(map), 2);
+	cr_assert_eq(cfs_extent_map_units(map, geom.max_units, 0, 1), -EFBIG);
+	cr_assert_eq(cfs_extent_map_units(map, 10, 4095, 2), -ERANGE);
+	cr_assert_eq(cfs_extent_map_units(map, 10, 4095, 1), 0);
+}
+
+Test(extent, written_transitions, .init = setup, .fini = teardown)
+{
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 3, 1), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	/* Partial: a bitmap. */
+	cr_assert_eq(cfs_extent_mark_written(map, 4096, 8192, dev(3, 4096)), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 4095));
+	cr_assert(cfs_extent_sector_written(map, 4096));
+	cr_assert(cfs_extent_sector_written(map, 12287));
+	cr_assert_not(cfs_extent_sector_written(map, 12288));
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 4096);
+	cr_assert_not(w);
+	cr_assert_eq(cfs_extent_written_span(map, 5000, UNIT, &w), 12288 - 5000);
+	cr_assert(w);
+	/* Fill it up: ALL. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(3, 0)), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 12288, UNIT - 12288, dev(3, 12288)), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, 10 * UNIT, &w), UNIT);
+	cr_assert(w);
+	cr_assert_eq(atomic_load(&notified), 1);
+}
+
+struct collected {
+	int n;
+	uint64_t fu[16];
+	enum cfs_extent_ws state[16];
+	uint8_t bits[16][SPU / 8];
+};
+
+static int collect_cb(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct collected *c = arg;
+
+	c->fu[c->n] = v->file_unit;
+	c->state[c->n] = v->state;
+	cfs_extent_view_bits(v, 0, v->sector_count, c->bits[c->n]);
+	c->n++;
+	return 0;
+}
+
+Test(extent, dirty_collect_and_notify, .init = setup, .fini = teardown)
+{
+	struct collected c = { 0 };
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 4), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, UNIT, dev(0, 0)), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 2 * UNIT, 1024, dev(2, 0)), 0);
+	cr_assert_eq(atomic_load(&notified), 1);
+	cr_assert_eq(cfs_extent_collect_dirty(map, collect_cb, &c), 0);
+	cr_assert_eq(c.n, 2);
+	for (int i = 0; i < 2; i++) {
+		if (c.fu[i] == 0) {
+			cr_assert_eq(c.state[i], CFS_EXTENT_WS_ALL);
+		} else {
+			cr_assert_eq(c.fu[i], 2);
+			cr_assert_eq(c.state[i], CFS_EXTENT_WS_BITMAP);
+			cr_assert_eq(c.bits[i][0], 0x03);
+			cr_assert_eq(c.bits[i][1], 0);
+		}
+	}
+	/* Clean now; writing already-written sectors dirties nothing. */
+	c.n = 0;
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 512, dev(0, 0)), 0);
+	cr_assert_eq(cfs_extent_collect_dirty(map, collect_cb, &c), 0);
+	cr_assert_eq(c.n, 0);
+	/* A new change notifies again. */
+	cr_assert_eq(cfs_extent_mark_written(map, 3 * UNIT, 512, dev(3, 0)), 0);
+	cr_assert_eq(atomic_load(&notified), 2);
+}
+
+static int stop_cb(void *arg, const struct cfs_extent_unit_view *v)
+{
+	(void)v;
+	return ++*(int *)arg == 1 ? 0 : 99;
+}
+
+Test(extent, collect_stopped_keeps_rest_dirty, .init = setup, .fini = teardown)
+{
+	struct collected c = { 0 };
+	int calls = 0;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 3), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cfs_extent_mark_written(map, (uint64_t)i * UNIT, 512, dev(i, 0)), 0);
+	cr_assert_eq(cfs_extent_collect_dirty(map, stop_cb, &calls), 99);
+	cr_assert_eq(cfs_extent_collect_dirty(map, collect_cb, &c), 0);
+	cr_assert_eq(c.n, 2);
+}
+
+Test(extent, write_to_retired_unit_is_ignored, .init = setup, .fini = teardown)
+{
+	cr_assert_eq(cfs_extent_map_units(map, 0, 5, 1), 0);
+	/* Unmapped and re-mapped elsewhere while a write to store 5 flew. */
+	cr_assert_eq(cfs_extent_unmap(map, 0, 1, NULL, NULL), 1);
+	cr_assert_eq(cfs_extent_map_units(map, 0, 9, 1), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, UNIT, dev(5, 0)), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	cr_assert_eq(cfs_extent_mark_written(map, 0, UNIT, dev(9, 0)), 0);
+	cr_assert(cfs_extent_sector_written(map, 0));
+}
+
+struct unmapped {
+	int n;
+	uint64_t fu[8], su[8], count[8];
+};
+
+static void unmap_cb(void *arg, uint64_t fu, uint64_t su, uint64_t count)
+{
+	struct unmapped *u = arg;
+
+	u->fu[u->n] = fu;
+	u->su[u->n] = su;
+	u->count[u->n] = count;
+	u->n++;
+}
+
+Test(extent, unmap_reports_runs, .init = setup, .fini = teardown)
+{
+	struct unmapped u = { 0 };
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 100, 3), 0);
+	cr_assert_eq(cfs_extent_map_units(map, 3, 200, 2), 0);
+	cr_assert_eq(cfs_extent_map_units(map, 1000, 300, 1), 0);
+	cr_assert_eq(cfs_extent_unmap(map, 1, UINT64_MAX, unmap_cb, &u), 5);
+	cr_assert_eq(u.n, 3);
+	cr_assert_eq(u.fu[0], 1);
+	cr_assert_eq(u.su[0], 101);
+	cr_assert_eq(u.count[0], 2);
+	cr_assert_eq(u.fu[1], 3);
+	cr_assert_eq(u.su[1], 200);
+	cr_assert_eq(u.count[1], 2);
+	cr_assert_eq(u.fu[2], 1000);
+	cr_assert_eq(cfs_extent_mapped_units(map), 1);
+	cr_assert_eq(cfs_extent_unit_get(map, 0), 100);
+	cr_assert_eq(cfs_extent_unit_get(map, 1), -1);
+	cr_assert_not(cfs_extent_quiesce(map));
+}
+
+struct cleared {
+	int n;
+	uint64_t fu[8];
+	uint32_t first[8], count[8];
+};
+
+static void clear_cb(void *arg, uint64_t fu, uint64_t su, uint32_t first, uint32_t count)
+{
+	struct cleared *c = arg;
+
+	(void)su;
+	c->fu[c->n] = fu;
+	c->first[c->n] = first;
+	c->count[c->n] = count;
+	c->n++;
+}
+
+Test(extent, mark_unwritten, .init = setup, .fini = teardown)
+{
+	struct cleared c = { 0 };
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 3), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 3 * UNIT, dev(0, 0)), 0);
+	/* [1000, UNIT + 2000): whole sectors 1024.. and ..1536 of unit 1. */
+	cr_assert_eq(cfs_extent_mark_unwritten(map, 1000, UNIT + 1000, clear_cb, &c), 0);
+	cr_assert_eq(c.n, 2);
+	cr_assert_eq(c.first[0], 2);
+	cr_assert_eq(c.count[0], SPU - 2);
+	cr_assert_eq(c.fu[1], 1);
+	cr_assert_eq(c.first[1], 0);
+	cr_assert_eq(c.count[1], 3);
+	cr_assert(cfs_extent_sector_written(map, 1000)); /* the partial sector */
+	cr_assert_not(cfs_extent_sector_written(map, 1024));
+	cr_assert_not(cfs_extent_sector_written(map, UNIT + 1535));
+	cr_assert(cfs_extent_sector_written(map, UNIT + 1536));
+	cr_assert_eq(cfs_extent_written_span(map, 1024, 3 * UNIT, &w), UNIT + 1536 - 1024);
+	cr_assert_not(w);
+	/* Rewriting restores; a whole-unit clear gives NONE. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, UNIT, dev(0, 0)), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), UNIT);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_mark_unwritten(map, 2 * UNIT, UNIT, NULL, NULL), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 2 * UNIT, UNIT, &w), UNIT);
+	cr_assert_not(w);
+	/* Nothing written there any more: no callback. */
+	c.n = 0;
+	cr_assert_eq(cfs_extent_mark_unwritten(map, 2 * UNIT, UNIT, clear_cb, &c), 0);
+	cr_assert_eq(c.n, 0);
+}
+
+Test(extent, apply_ws, .init = setup, .fini = teardown)
+{
+	uint8_t bits[SPU / 8] = { 0 };
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 4, 8, 1), 0);
+	bits[0] = 0x05;	/* sectors 10 and 12 of the range starting at 10 */
+	cr_assert_eq(cfs_extent_apply_ws(map, 4, 8, CFS_EXTENT_WS_OP_OR, 10, 3, bits), 0);
+	cr_assert(cfs_extent_sector_written(map, 4 * UNIT + 10 * SECTOR));
+	cr_assert_not(cfs_extent_sector_written(map, 4 * UNIT + 11 * SECTOR));
+	cr_assert(cfs_extent_sector_written(map, 4 * UNIT + 12 * SECTOR));
+	/* Wrong store unit: ignored. */
+	cr_assert_eq(cfs_extent_apply_ws(map, 4, 9, CFS_EXTENT_WS_OP_OR, 0, SPU, NULL), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 4 * UNIT));
+	cr_assert_eq(cfs_extent_apply_ws(map, 4, 8, CFS_EXTENT_WS_OP_OR, 0, SPU, NULL), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 4 * UNIT, UNIT, &w), UNIT);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_apply_ws(map, 4, 8, CFS_EXTENT_WS_OP_CLEAR, 0, 1, NULL), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 4 * UNIT));
+	memset(bits, 0, sizeof(bits));
+	cr_assert_eq(cfs_extent_apply_ws(map, 4, 8, CFS_EXTENT_WS_OP_SET, 0, SPU, bits), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 4 * UNIT, UNIT, &w), UNIT);
+	cr_assert_not(w);
+	cr_assert_eq(cfs_extent_apply_ws(map, 4, 8, CFS_EXTENT_WS_OP_SET, 1, SPU, bits), -EINVAL);
+	/* Replay does not dirty. */
+	cr_assert_eq(atomic_load(&notified), 0);
+}
+
+Test(extent, seek, .init = setup, .fini = teardown)
+{
+	uint64_t size = 10 * UNIT;
+
+	cr_assert_eq(cfs_extent_seek_data(map, 0, size), -ENXIO);
+	cr_assert_eq(cfs_extent_seek_hole(map, 0, size), 0);
+	cr_assert_eq(cfs_extent_seek_hole(map, size, size), -ENXIO);
+	cr_assert_eq(cfs_extent_map_units(map, 3, 0, 2), 0);
+	/* Mapped but unwritten is a hole. */
+	cr_assert_eq(cfs_extent_seek_data(map, 0, size), -ENXIO);
+	cr_assert_eq(cfs_extent_mark_written(map, 3 * UNIT + 4096, 4096, dev(0, 4096)), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 4 * UNIT, UNIT, dev(1, 0)), 0);
+	cr_assert_eq(cfs_extent_seek_data(map, 0, size), 3 * UNIT + 4096);
+	cr_assert_eq(cfs_extent_seek_data(map, 3 * UNIT + 5000, size), 3 * UNIT + 5000);
+	cr_assert_eq(cfs_extent_seek_hole(map, 3 * UNIT + 5000, size), 3 * UNIT + 8192);
+	cr_assert_eq(cfs_extent_seek_data(map, 3 * UNIT + 8192, size), 4 * UNIT);
+	cr_assert_eq(cfs_extent_seek_hole(map, 4 * UNIT, size), 5 * UNIT);
+	cr_assert_eq(cfs_extent_seek_data(map, 5 * UNIT, size), -ENXIO);
+	/* The end of the file is a hole even inside written data. */
+	cr_assert_eq(cfs_extent_seek_hole(map, 4 * UNIT, 4 * UNIT + 100), 4 * UNIT + 100);
+}
+
+Test(extent, view_bits_ranges, .init = setup, .fini = teardown)
+{
+	struct collected c = { 0 };
+	uint8_t out[4];
+	struct cfs_extent_unit_view v = { .state = CFS_EXTENT_WS_ALL, .sector_count = SPU };
+
+	cfs_extent_view_bits(&v, 3, 11, out);
+	cr_assert_eq(out[0], 0xff);
+	cr_assert_eq(out[1], 0x07);
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 1), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 8 * SECTOR, 2 * SECTOR, dev(0, 8 * SECTOR)), 0);
+	cr_assert_eq(cfs_extent_for_each(map, collect_cb, &c), 0);
+	cr_assert_eq(c.n, 1);
+	cr_assert_eq(c.bits[0][1], 0x03);
+}
+
+/* ---- concurrency ---------------------------------------------------------- */
+
+struct writer_arg {
+	int parity;
+	int rounds;
+};
+
+static void *writer(void *p)
+{
+	struct writer_arg *a = p;
+
+	for (int r = 0; r < a->rounds; r++) {
+		uint64_t fu = (uint64_t)r;
+
+		for (uint32_t s = (uint32_t)a->parity; s < SPU; s += 2)
+			cr_assert_eq(cfs_extent_mark_written(map, fu * UNIT + s * SECTOR, SECTOR,
+							     dev(fu, s * SECTOR)), 0);
+	}
+	return NULL;
+}
+
+static int count_all_cb(void *arg, const struct cfs_extent_unit_view *v)
+{
+	(void)arg;
+	cr_assert_eq(v->state, CFS_EXTENT_WS_ALL, "unit %llu not collapsed to ALL",
+		     (unsigned long long)v->file_unit);
+	return 0;
+}
+
+Test(extent, concurrent_mark_written_two_threads, .init = setup, .fini = teardown)
+{
+	const int units = 256;
+	pthread_t t[2];
+	struct writer_arg args[2] = { { 0, units }, { 1, units } };
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, units), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, writer, &args[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	/* Every sector of every unit written, and every unit collapsed to ALL. */
+	cr_assert_eq(cfs_extent_written_span(map, 0, (uint64_t)units * UNIT, &w),
+		     (uint64_t)units * UNIT);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_for_each(map, count_all_cb, NULL), 0);
+}
+
+static atomic_bool stop_clearing;
+
+static void *clearer(void *p)
+{
+	(void)p;
+	/* Clears only the first half of unit 0, over and over (in the test
+	 * the "inode lock" is this thread: the only one clearing). */
+	while (!atomic_load(&stop_clearing))
+		cr_assert_eq(cfs_extent_mark_unwritten(map, 0, UNIT / 2, NULL, NULL), 0);
+	return NULL;
+}
+
+static void *second_half_writer(void *p)
+{
+	(void)p;
+	for (int r = 0; r < 20000; r++) {
+		uint32_t s = SPU / 2 + (uint32_t)(r % (SPU / 2));
+
+		cr_assert_eq(cfs_extent_mark_written(map, s * SECTOR, SECTOR, dev(0, s * SECTOR)), 0);
+		/* Once written, a sector outside the cleared half stays written. */
+		cr_assert(cfs_extent_sector_written(map, s * SECTOR));
+		if (r % 7 == 0)
+			cr_assert_eq(cfs_extent_mark_written(map, 0, SECTOR, dev(0, 0)), 0);
+	}
+	return NULL;
+}
+
+Test(extent, writers_never_lose_bits_to_a_clearer, .init = setup, .fini = teardown)
+{
+	pthread_t tc, tw;
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 1), 0);
+	atomic_store(&stop_clearing, false);
+	pthread_create(&tc, NULL, clearer, NULL);
+	pthread_create(&tw, NULL, second_half_writer, NULL);
+	pthread_join(tw, NULL);
+	atomic_store(&stop_clearing, true);
+	pthread_join(tc, NULL);
+	cr_assert_eq(cfs_extent_written_span(map, UNIT / 2, UNIT / 2, &w), UNIT / 2);
+	cr_assert(w);
+}
