@@ -46,7 +46,8 @@
  * random subset of its physical sectors, each sector whole and newest), so
  * after a "crash" every unflushed sector reads back old or new. A DISCARD in
  * the log reads back as zeros. When the log is full it is written back early
- * (as a drive's cache may), which makes those writes survive a crash.
+ * (as a drive's cache may), which makes those writes survive a crash; if
+ * reads in flight still pin it, the new write goes straight to the store.
  *
  * Each outer request travels as a shadow request (stats = NULL) on an inner
  * queue, from a pool sized at queue_init (2 x depth: requests resumed from a
@@ -125,8 +126,9 @@ struct fault_target {
 	unsigned log_count, log_cap;
 	uint8_t *log_data;
 	size_t log_used, log_data_bytes;
-	uint64_t gen;			/* write-backs so far */
-	unsigned reads_inflight;	/* volatile reads between submit and patch */
+	uint64_t gen;			/* advances by 2 per write-back */
+	struct shadow *reads_head;	/* volatile reads between submit and patch, */
+	struct shadow *reads_tail;	/* oldest first: read_gen never decreases */
 	uint8_t *sector_buf;		/* one physical sector for torn crashes */
 };
 
@@ -138,6 +140,7 @@ struct shadow {
 	int res;
 	bool patch;			/* volatile READ: patch with the log */
 	struct shadow *next;		/* free, ready or delayed list */
+	struct shadow *rprev, *rnext;	/* ft->reads_* while patch is set */
 };
 
 struct fault_queue {
@@ -455,18 +458,19 @@ static int overlay_writeback(struct fault_target *ft)
 }
 
 /*
- * Forget records that are in the store, once no read still needs them (a
- * read that fetched the store before the write-back is patched with them).
- * Written-back records are always a prefix of the log.
+ * Forget records that are in the store, once no read still needs them: a
+ * read submitted before a record's write-back may have fetched the store
+ * before it and is patched with the record (overlay_patch), so the record
+ * stays until the oldest such read is done. Written-back records are a
+ * prefix of the log, their generations non-decreasing.
  */
 static void overlay_trim(struct fault_target *ft)
 {
+	uint64_t oldest = ft->reads_head ? ft->reads_head->read_gen : UINT64_MAX;
 	unsigned k = 0, i;
 	size_t shift;
 
-	if (ft->reads_inflight)
-		return;
-	while (k < ft->log_count && ft->log[k].applied_gen)
+	while (k < ft->log_count && ft->log[k].applied_gen && ft->log[k].applied_gen < oldest)
 		k++;
 	if (!k)
 		return;
@@ -505,8 +509,19 @@ static int overlay_append(struct fault_target *ft, const struct cfs_io_req *req)
 		if (ret < 0)
 			return ret;
 		overlay_trim(ft);
-		if (!overlay_fits(ft, data_bytes))
-			return -ENOMEM;	/* reads in flight pin the log: raise overlay_mb */
+	}
+	if (!overlay_fits(ft, data_bytes)) {
+		/*
+		 * Still full: a read in flight since before a write-back pins
+		 * the log. Everything logged is in the store now, so this one
+		 * goes straight there too (durable at once, as the cache
+		 * would have it); reads in flight were concurrent with it and
+		 * may see it or not, later reads see the store.
+		 */
+		ret = cfs_ioq_sync(ft->apply_q, req->op == CFS_IO_WRITE ? CFS_IO_WRITE : CFS_IO_ZERO,
+				   req->offset_bytes, req->length_bytes, zero ? NULL : req->buf,
+				   NULL);
+		return ret < 0 ? ret : 0;
 	}
 	r = &ft->log[ft->log_count++];
 	r->offset_bytes = req->offset_bytes;
@@ -762,7 +777,9 @@ static void fault_close(struct cfs_io *io)
 static int fault_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 {
 	struct fault_target *ft = q->io->priv;
-	struct cfs_ioq_config inner_cfg = { .depth = 2 * q->depth };
+	/* The inner queue is driven only from the outer queue's calls, so it
+	 * can make the same threading promise. */
+	struct cfs_ioq_config inner_cfg = { .depth = 2 * q->depth, .flags = cfg->flags };
 	struct fault_queue *fq;
 	unsigned i;
 	int ret;
@@ -816,6 +833,31 @@ static void fault_queue_fini(struct cfs_ioq *q)
 	q->priv = NULL;
 }
 
+/* Volatile reads in flight, in submission order (ft->lock held). */
+static void reads_add(struct fault_target *ft, struct shadow *sh)
+{
+	sh->rnext = NULL;
+	sh->rprev = ft->reads_tail;
+	if (ft->reads_tail)
+		ft->reads_tail->rnext = sh;
+	else
+		ft->reads_head = sh;
+	ft->reads_tail = sh;
+}
+
+static void reads_remove(struct fault_target *ft, struct shadow *sh)
+{
+	if (sh->rprev)
+		sh->rprev->rnext = sh->rnext;
+	else
+		ft->reads_head = sh->rnext;
+	if (sh->rnext)
+		sh->rnext->rprev = sh->rprev;
+	else
+		ft->reads_tail = sh->rprev;
+	sh->rprev = sh->rnext = NULL;
+}
+
 /* A finished shadow waits for reap on the ready or delayed list. */
 static void shadow_finished(struct fault_queue *fq, struct shadow *sh)
 {
@@ -859,7 +901,7 @@ static void shadow_done(struct cfs_io_req *inner, int res)
 		if (res >= 0)
 			overlay_patch(ft, outer->offset_bytes, outer->length_bytes, outer->buf,
 				      sh->read_gen);
-		ft->reads_inflight--;
+		reads_remove(ft, sh);
 		overlay_trim(ft);
 		pthread_mutex_unlock(&ft->lock);
 	}
@@ -924,7 +966,7 @@ static int fault_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 	if (ft->volatile_mode) {
 		sh->patch = true;
 		sh->read_gen = ft->gen;
-		ft->reads_inflight++;
+		reads_add(ft, sh);
 	}
 	pthread_mutex_unlock(&ft->lock);
 
@@ -942,7 +984,7 @@ static int fault_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 	if (ret) {
 		if (sh->patch) {
 			pthread_mutex_lock(&ft->lock);
-			ft->reads_inflight--;
+			reads_remove(ft, sh);
 			pthread_mutex_unlock(&ft->lock);
 		}
 		shadow_put(fq, sh);
