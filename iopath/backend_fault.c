@@ -69,32 +69,32 @@
 
 #include "iopath/backend.h"
 
-#define FAULT_RULES_MAX		16u
-#define FAULT_SPEC_MAX		1024u
-#define FAULT_OVERLAY_MB	64u
-#define FAULT_LOG_ALIGN		4096u	/* log data is aligned for any inner target */
-#define FAULT_POLL_NS		50000u	/* reap's sleep while a delay runs out */
-#define FAULT_APPLY_DEPTH	4u
+#define FAULT_RULES_MAX 16u
+#define FAULT_SPEC_MAX 1024u
+#define FAULT_OVERLAY_MB 64u
+#define FAULT_LOG_ALIGN 4096u /* log data is aligned for any inner target */
+#define FAULT_POLL_NS 50000u  /* reap's sleep while a delay runs out */
+#define FAULT_APPLY_DEPTH 4u
 
 enum { OP_ANY = CFS_IO_OP_COUNT };
 
 struct fault_rule {
-	unsigned op;			/* enum cfs_io_op or OP_ANY */
+	unsigned op; /* enum cfs_io_op or OP_ANY */
 	uint64_t nth;
 	bool every;
-	int err;			/* positive errno, 0 = none */
+	int err; /* positive errno, 0 = none */
 	uint32_t short_bytes;
 	uint64_t delay_ns;
-	uint64_t seen;			/* matching requests so far */
-	bool spent;			/* a once-rule that fired */
+	uint64_t seen; /* matching requests so far */
+	bool spent;    /* a once-rule that fired */
 };
 
 struct fault_spec {
-	char inner[16];			/* "" = cfg->backend */
-	int volatile_mode;		/* -1 = not given */
-	int torn;			/* -1 = not given */
-	int64_t seed;			/* -1 = not given */
-	unsigned overlay_mb;		/* 0 = not given */
+	char inner[16];	     /* "" = cfg->backend */
+	int volatile_mode;   /* -1 = not given */
+	int torn;	     /* -1 = not given */
+	int64_t seed;	     /* -1 = not given */
+	unsigned overlay_mb; /* 0 = not given */
 	unsigned nrules;
 	struct fault_rule rule[FAULT_RULES_MAX];
 };
@@ -103,55 +103,55 @@ struct fault_spec {
 struct log_rec {
 	uint64_t offset_bytes;
 	uint32_t length_bytes;
-	bool zero;			/* ZERO/DISCARD: no data */
-	size_t data_at;			/* into log_data; for zero records, the fill
-					 * level at append time (keeps it monotone) */
-	uint64_t applied_gen;		/* 0: only in the log; else the generation
-					 * whose write-back put it in the store */
+	bool zero;	      /* ZERO/DISCARD: no data */
+	size_t data_at;	      /* into log_data; for zero records, the fill
+			       * level at append time (keeps it monotone) */
+	uint64_t applied_gen; /* 0: only in the log; else the generation
+			       * whose write-back put it in the store */
 };
 
 struct fault_target {
 	struct cfs_io *inner;
-	pthread_mutex_t lock;		/* rules, overlay: every request takes it */
+	pthread_mutex_t lock; /* rules, overlay: every request takes it */
 	struct fault_rule rule[FAULT_RULES_MAX];
 	unsigned nrules;
 	bool volatile_mode;
 	bool torn;
 	uint64_t seed;
 	uint64_t crashes;
-	char name[32];			/* "fault(ram)" */
+	char name[32]; /* "fault(ram)" */
 	/* Power-loss overlay, allocated when volatile mode is first armed. */
-	struct cfs_ioq *apply_q;	/* private inner queue for write-back */
+	struct cfs_ioq *apply_q; /* private inner queue for write-back */
 	struct log_rec *log;
 	unsigned log_count, log_cap;
 	uint8_t *log_data;
 	size_t log_used, log_data_bytes;
-	uint64_t gen;			/* advances by 2 per write-back */
-	struct shadow *reads_head;	/* volatile reads between submit and patch, */
-	struct shadow *reads_tail;	/* oldest first: read_gen never decreases */
-	uint8_t *sector_buf;		/* one physical sector for torn crashes */
+	uint64_t gen;		   /* advances by 2 per write-back */
+	struct shadow *reads_head; /* volatile reads between submit and patch, */
+	struct shadow *reads_tail; /* oldest first: read_gen never decreases */
+	uint8_t *sector_buf;	   /* one physical sector for torn crashes */
 };
 
 struct shadow {
-	struct cfs_io_req inner;	/* goes to the wrapped backend */
+	struct cfs_io_req inner; /* goes to the wrapped backend */
 	struct cfs_io_req *outer;
-	uint64_t deadline_ns;		/* complete no earlier (0 = now) */
-	uint64_t read_gen;		/* volatile READ: generation at submit */
+	uint64_t deadline_ns; /* complete no earlier (0 = now) */
+	uint64_t read_gen;    /* volatile READ: generation at submit */
 	int res;
-	bool patch;			/* volatile READ: patch with the log */
-	struct shadow *next;		/* free, ready or delayed list */
-	struct shadow *rprev, *rnext;	/* ft->reads_* while patch is set */
+	bool patch;		      /* volatile READ: patch with the log */
+	struct shadow *next;	      /* free, ready or delayed list */
+	struct shadow *rprev, *rnext; /* ft->reads_* while patch is set */
 };
 
 struct fault_queue {
 	struct cfs_ioq *inner_q;
-	pthread_mutex_t lock;		/* the lists below: submitter vs reaper */
+	pthread_mutex_t lock; /* the lists below: submitter vs reaper */
 	struct shadow *shadows;
 	unsigned nshadows;
 	struct shadow *free;
-	struct shadow *ready, **ready_tail;	/* completed, in order */
-	struct shadow *delayed;		/* completed, waiting for their deadline */
-	unsigned outstanding;		/* handed out and not yet completed */
+	struct shadow *ready, **ready_tail; /* completed, in order */
+	struct shadow *delayed;		    /* completed, waiting for their deadline */
+	unsigned outstanding;		    /* handed out and not yet completed */
 	atomic_uint staged;
 };
 
@@ -183,9 +183,12 @@ static int parse_bool(const char *v, int *out)
 
 static int parse_errno(const char *v, int *out)
 {
-	static const struct { const char *name; int err; } names[] = {
-		{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EROFS", EROFS },
-		{ "ENOMEM", ENOMEM }, { "EINVAL", EINVAL }, { "EAGAIN", EAGAIN },
+	static const struct {
+		const char *name;
+		int err;
+	} names[] = {
+		{"EIO", EIO},	    {"ENOSPC", ENOSPC}, {"EROFS", EROFS},
+		{"ENOMEM", ENOMEM}, {"EINVAL", EINVAL}, {"EAGAIN", EAGAIN},
 	};
 	uint64_t n;
 	size_t i;
@@ -204,8 +207,8 @@ static int parse_errno(const char *v, int *out)
 static int parse_op(const char *v, unsigned *out)
 {
 	static const char *const names[] = {
-		[CFS_IO_READ] = "read", [CFS_IO_WRITE] = "write", [CFS_IO_FLUSH] = "flush",
-		[CFS_IO_DISCARD] = "discard", [CFS_IO_ZERO] = "zero", [OP_ANY] = "any",
+		[CFS_IO_READ] = "read",	      [CFS_IO_WRITE] = "write", [CFS_IO_FLUSH] = "flush",
+		[CFS_IO_DISCARD] = "discard", [CFS_IO_ZERO] = "zero",	[OP_ANY] = "any",
 	};
 	unsigned i;
 
@@ -297,7 +300,7 @@ static int fault_parse(const char *text, struct fault_spec *spec)
 	strcpy(buf, text);
 	for (rule_text = strtok_r(buf, ";", &rule_save); rule_text;
 	     rule_text = strtok_r(NULL, ";", &rule_save)) {
-		struct fault_rule rule = { .op = OP_ANY, .nth = 1 };
+		struct fault_rule rule = {.op = OP_ANY, .nth = 1};
 		bool is_rule = false;
 
 		for (item = strtok_r(rule_text, ",", &item_save); item;
@@ -305,7 +308,8 @@ static int fault_parse(const char *text, struct fault_spec *spec)
 			char *eq = strchr(item, '=');
 
 			if (!eq) {
-				fprintf(stderr, "chunkfs: fault spec: '%s' is not key=value\n", item);
+				fprintf(stderr, "chunkfs: fault spec: '%s' is not key=value\n",
+					item);
 				bad = 1;
 				continue;
 			}
@@ -319,12 +323,14 @@ static int fault_parse(const char *text, struct fault_spec *spec)
 		if (!is_rule)
 			continue;
 		if (!rule.err && !rule.short_bytes && !rule.delay_ns) {
-			fprintf(stderr, "chunkfs: fault spec: a rule needs err=, short= or delay_us=\n");
+			fprintf(stderr,
+				"chunkfs: fault spec: a rule needs err=, short= or delay_us=\n");
 			bad = 1;
 			continue;
 		}
 		if (spec->nrules == FAULT_RULES_MAX) {
-			fprintf(stderr, "chunkfs: fault spec: more than %u rules\n", FAULT_RULES_MAX);
+			fprintf(stderr, "chunkfs: fault spec: more than %u rules\n",
+				FAULT_RULES_MAX);
 			bad = 1;
 			continue;
 		}
@@ -346,7 +352,7 @@ struct verdict {
 /* Count req against every rule (ft->lock held) and say what to do to it. */
 static struct verdict rules_apply(struct fault_target *ft, const struct cfs_io_req *req)
 {
-	struct verdict v = { 0 };
+	struct verdict v = {0};
 	unsigned i;
 
 	for (i = 0; i < ft->nrules; i++) {
@@ -376,7 +382,7 @@ static struct verdict rules_apply(struct fault_target *ft, const struct cfs_io_r
 
 static int overlay_alloc(struct fault_target *ft, unsigned overlay_mb)
 {
-	struct cfs_ioq_config qcfg = { .depth = FAULT_APPLY_DEPTH };
+	struct cfs_ioq_config qcfg = {.depth = FAULT_APPLY_DEPTH};
 	uint32_t psec = ft->inner->geo.physical_sector_bytes;
 	void *mem;
 	int ret;
@@ -518,9 +524,9 @@ static int overlay_append(struct fault_target *ft, const struct cfs_io_req *req)
 		 * would have it); reads in flight were concurrent with it and
 		 * may see it or not, later reads see the store.
 		 */
-		ret = cfs_ioq_sync(ft->apply_q, req->op == CFS_IO_WRITE ? CFS_IO_WRITE : CFS_IO_ZERO,
-				   req->offset_bytes, req->length_bytes, zero ? NULL : req->buf,
-				   NULL);
+		ret = cfs_ioq_sync(
+			ft->apply_q, req->op == CFS_IO_WRITE ? CFS_IO_WRITE : CFS_IO_ZERO,
+			req->offset_bytes, req->length_bytes, zero ? NULL : req->buf, NULL);
 		return ret < 0 ? ret : 0;
 	}
 	r = &ft->log[ft->log_count++];
@@ -779,7 +785,7 @@ static int fault_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 	struct fault_target *ft = q->io->priv;
 	/* The inner queue is driven only from the outer queue's calls, so it
 	 * can make the same threading promise. */
-	struct cfs_ioq_config inner_cfg = { .depth = 2 * q->depth, .flags = cfg->flags };
+	struct cfs_ioq_config inner_cfg = {.depth = 2 * q->depth, .flags = cfg->flags};
 	struct fault_queue *fq;
 	unsigned i;
 	int ret;
@@ -974,7 +980,7 @@ static int fault_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 	sh->inner.length_bytes = req->length_bytes;
 	sh->inner.op = req->op;
 	sh->inner.buf = req->buf;
-	sh->inner.stats = NULL;		/* the outer request is the one charged */
+	sh->inner.stats = NULL; /* the outer request is the one charged */
 	sh->inner.done = shadow_done;
 	sh->inner.cookie = q;
 	v.short_bytes -= v.short_bytes % sector;
@@ -1065,7 +1071,7 @@ static int fault_reap(struct cfs_ioq *q, unsigned min_complete)
 		if (earliest) {
 			/* Bounded naps: inner completions keep coming meanwhile. */
 			uint64_t wait = earliest - cfs_now_ns();
-			struct timespec ts = { 0, 0 };
+			struct timespec ts = {0, 0};
 
 			if ((int64_t)wait > 0) {
 				ts.tv_nsec = (long)(wait < FAULT_POLL_NS ? wait : FAULT_POLL_NS);
@@ -1081,7 +1087,7 @@ static int fault_reap(struct cfs_ioq *q, unsigned min_complete)
 			list = fq->ready;
 			pthread_mutex_unlock(&fq->lock);
 			if (!list)
-				break;	/* nothing more can come */
+				break; /* nothing more can come */
 		}
 	}
 	return (int)n;

@@ -43,20 +43,20 @@
 
 #include "iopath/backend.h"
 
-#define RAM_HUGE_BYTES		(2u << 20)	/* x86-64 PMD size: THP alignment */
-#define RAM_MINCORE_PAGES	4096u		/* resident scan: pages per mincore() call */
+#define RAM_HUGE_BYTES (2u << 20) /* x86-64 PMD size: THP alignment */
+#define RAM_MINCORE_PAGES 4096u	  /* resident scan: pages per mincore() call */
 
 struct ram_target {
-	uint8_t *base;			/* start of the store, never moves */
-	uint64_t size_bytes;		/* capacity the caller asked for */
-	void *map;			/* what munmap() gets back */
+	uint8_t *base;	     /* start of the store, never moves */
+	uint64_t size_bytes; /* capacity the caller asked for */
+	void *map;	     /* what munmap() gets back */
 	size_t map_bytes;
 	size_t page_bytes;
-	bool mlocked;			/* CFS_IO_RAM_MLOCK took effect */
+	bool mlocked; /* CFS_IO_RAM_MLOCK took effect */
 };
 
 struct ram_queue {
-	_Atomic(struct cfs_io_req *) done_head;	/* finished, LIFO; linked by iop_next */
+	_Atomic(struct cfs_io_req *) done_head; /* finished, LIFO; linked by iop_next */
 	atomic_uint staged;			/* queued since the last submit */
 	int event_fd;				/* eventfd, -1 if none */
 	atomic_bool event_armed;		/* someone polls event_fd: signal it */
@@ -139,7 +139,8 @@ static int ram_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	if (cfg->ram_flags & CFS_IO_RAM_MLOCK) {
 		if (mlock2(rt->base, align_up(cfg->size_bytes, page), MLOCK_ONFAULT) < 0) {
 			ret = -errno;
-			fprintf(stderr, "chunkfs: ram backend: mlock2(MLOCK_ONFAULT) of %llu bytes: %s "
+			fprintf(stderr,
+				"chunkfs: ram backend: mlock2(MLOCK_ONFAULT) of %llu bytes: %s "
 				"(RLIMIT_MEMLOCK counts the whole size)\n",
 				(unsigned long long)cfg->size_bytes, strerror(-ret));
 			goto out_unmap;
@@ -231,7 +232,7 @@ static void ram_punch(struct ram_target *rt, uint64_t offset, uint64_t length)
 	if (rt->mlocked)
 		syscall(SYS_munlock, p, (size_t)(last - first));
 	if (madvise(p, last - first, MADV_DONTNEED) < 0)
-		memset(p, 0, last - first);	/* cannot fail on our own mapping; stay correct */
+		memset(p, 0, last - first); /* cannot fail on our own mapping; stay correct */
 	if (rt->mlocked)
 		mlock2(p, last - first, MLOCK_ONFAULT);
 }
@@ -259,7 +260,7 @@ static int ram_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 		ram_punch(rt, req->offset_bytes, req->length_bytes);
 		break;
 	case CFS_IO_FLUSH:
-		break;		/* nothing is volatile beyond the store itself */
+		break; /* nothing is volatile beyond the store itself */
 	default:
 		CFS_ASSERT(!"unknown op");
 	}
@@ -269,8 +270,7 @@ static int ram_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 	do
 		req->iop_next = head;
 	while (!atomic_compare_exchange_weak_explicit(&rq->done_head, &head, req,
-						      memory_order_release,
-						      memory_order_relaxed));
+						      memory_order_release, memory_order_relaxed));
 	atomic_fetch_add_explicit(&rq->staged, 1, memory_order_relaxed);
 	return 0;
 }
@@ -306,7 +306,7 @@ static int ram_reap(struct cfs_ioq *q, unsigned min_complete)
 	 * write, so no completion is left unannounced. */
 	do {
 		list = atomic_exchange_explicit(&rq->done_head, NULL, memory_order_acquire);
-		for (fifo = NULL; list; list = next) {	/* LIFO -> FIFO */
+		for (fifo = NULL; list; list = next) { /* LIFO -> FIFO */
 			next = list->iop_next;
 			list->iop_next = fifo;
 			fifo = list;
@@ -329,8 +329,8 @@ static int ram_event_fd(struct cfs_ioq *q)
 
 	if (rq->event_fd < 0)
 		return -1;
-	if (!atomic_exchange(&rq->event_armed, true) &&
-	    atomic_load(&rq->done_head) && write(rq->event_fd, &one, sizeof(one)) < 0) {
+	if (!atomic_exchange(&rq->event_armed, true) && atomic_load(&rq->done_head) &&
+	    write(rq->event_fd, &one, sizeof(one)) < 0) {
 		/* saturated: readable anyway */
 	}
 	return rq->event_fd;

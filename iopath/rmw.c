@@ -57,13 +57,13 @@
 
 #include "iopath/backend.h"
 
-#define LOCK_STRIPES		64u
-#define LOCK_GRANULE_BYTES	(2ull * CFS_IO_LENGTH_MAX)	/* hash unit of the table */
-#define POOL_SMALL_SLOTS	64u
-#define POOL_SMALL_BYTES	(64u << 10)	/* a cover up to 64 KiB: database pages */
-#define POOL_BIG_SLOTS		8u
-#define POOL_BIG_BYTES		(CFS_IO_LENGTH_MAX + 2 * CFS_IO_SECTOR_MAX)	/* largest cover */
-#define POOL_ALIGN		4096u
+#define LOCK_STRIPES 64u
+#define LOCK_GRANULE_BYTES (2ull * CFS_IO_LENGTH_MAX) /* hash unit of the table */
+#define POOL_SMALL_SLOTS 64u
+#define POOL_SMALL_BYTES (64u << 10) /* a cover up to 64 KiB: database pages */
+#define POOL_BIG_SLOTS 8u
+#define POOL_BIG_BYTES (CFS_IO_LENGTH_MAX + 2 * CFS_IO_SECTOR_MAX) /* largest cover */
+#define POOL_ALIGN 4096u
 
 /* The largest lock (a maximal cover rounded to the lock unit) is shorter
  * than a granule, so it touches at most two: see rmw_stripe_mask(). */
@@ -76,15 +76,15 @@ _Static_assert(POOL_BIG_BYTES % POOL_ALIGN == 0 && POOL_SMALL_BYTES % POOL_ALIGN
 
 enum rmw_stage {
 	STAGE_IDLE = 0,
-	STAGE_PARKED,		/* waiting for a holder to release */
-	STAGE_READ_HEAD,	/* write: partial first sector (or both edges in one read) */
-	STAGE_READ_TAIL,	/* write: partial last sector */
-	STAGE_WRITE,		/* write: the merged cover, in pieces <= CFS_IO_LENGTH_MAX */
-	STAGE_READ,		/* read: the cover, in pieces */
+	STAGE_PARKED,	 /* waiting for a holder to release */
+	STAGE_READ_HEAD, /* write: partial first sector (or both edges in one read) */
+	STAGE_READ_TAIL, /* write: partial last sector */
+	STAGE_WRITE,	 /* write: the merged cover, in pieces <= CFS_IO_LENGTH_MAX */
+	STAGE_READ,	 /* read: the cover, in pieces */
 };
 
 /* rmw->req.iop_flags (the caller's request never reaches a backend). */
-#define RMW_F_TAIL_NEXT	(1u << 0)	/* the head read is followed by a tail read */
+#define RMW_F_TAIL_NEXT (1u << 0) /* the head read is followed by a tail read */
 
 /* A waiter's iop_private says what it is: NULL for a plain request parked by
  * cfs_range_wait_if_locked(), this address for a read-modify-write. */
@@ -93,15 +93,15 @@ static char rmw_waiter_tag;
 
 struct lock_stripe {
 	pthread_mutex_t mutex;
-	struct cfs_io_rmw *holders;	/* linked by wait_next */
-} __attribute__((aligned(64)));		/* one cache line each: no false sharing */
+	struct cfs_io_rmw *holders; /* linked by wait_next */
+} __attribute__((aligned(64)));	    /* one cache line each: no false sharing */
 
 struct cfs_range_locks {
 	struct lock_stripe stripe[LOCK_STRIPES];
-	uint32_t unit_bytes;		/* lock granularity: physical sector, clamped */
-	uint8_t *pool;			/* POOL_SMALL_SLOTS small slots, then big ones */
+	uint32_t unit_bytes; /* lock granularity: physical sector, clamped */
+	uint8_t *pool;	     /* POOL_SMALL_SLOTS small slots, then big ones */
 	size_t pool_bytes;
-	_Atomic uint64_t small_free;	/* bit set = slot free */
+	_Atomic uint64_t small_free; /* bit set = slot free */
 	_Atomic uint64_t big_free;
 };
 
@@ -205,8 +205,8 @@ static void stripes_unlock(struct cfs_range_locks *l, uint64_t mask)
 }
 
 /* The range an rmw locks: its cover rounded out to the lock unit. */
-static void lock_range(const struct cfs_range_locks *l, const struct cfs_io_rmw *rmw,
-		       uint64_t *a, uint64_t *b)
+static void lock_range(const struct cfs_range_locks *l, const struct cfs_io_rmw *rmw, uint64_t *a,
+		       uint64_t *b)
 {
 	*a = align_down(rmw->cover_offset_bytes, l->unit_bytes);
 	*b = align_up(rmw->cover_offset_bytes + rmw->cover_length_bytes, l->unit_bytes);
@@ -257,7 +257,7 @@ static bool rmw_lock(struct cfs_io *io, struct cfs_io_rmw *rmw)
 		rmw->req.iop_private = RMW_WAITER;
 		park(h, &rmw->req);
 	} else {
-		rmw->req.iop_private = NULL;	/* now: this holder's waiters */
+		rmw->req.iop_private = NULL; /* now: this holder's waiters */
 		rmw->wait_next = l->stripe[home].holders;
 		l->stripe[home].holders = rmw;
 		atomic_fetch_add_explicit(&io->locked_ranges, 1, memory_order_release);
@@ -307,7 +307,7 @@ static void rmw_unlock(struct cfs_io *io, struct cfs_io_rmw *rmw, struct cfs_ioq
 	stripes_lock(l, mask);
 	for (pp = &l->stripe[stripe_of_granule(a / LOCK_GRANULE_BYTES)].holders; *pp != rmw;
 	     pp = &(*pp)->wait_next)
-		CFS_ASSERT(*pp);	/* a holder must be in its home stripe */
+		CFS_ASSERT(*pp); /* a holder must be in its home stripe */
 	*pp = rmw->wait_next;
 	rmw->wait_next = NULL;
 	before = atomic_fetch_sub_explicit(&io->locked_ranges, 1, memory_order_release);
@@ -316,7 +316,7 @@ static void rmw_unlock(struct cfs_io *io, struct cfs_io_rmw *rmw, struct cfs_ioq
 	rmw->req.iop_private = NULL;
 	stripes_unlock(l, mask);
 
-	for (; w; w = next) {		/* newest first -> arrival order */
+	for (; w; w = next) { /* newest first -> arrival order */
 		next = w->iop_next;
 		w->iop_next = fifo;
 		fifo = w;
@@ -389,7 +389,7 @@ static int rmw_issue(struct cfs_io_rmw *rmw, uint8_t op, uint32_t at, uint32_t l
 	inner->length_bytes = length;
 	inner->op = op;
 	inner->buf = (uint8_t *)rmw->bounce + at;
-	inner->stats = NULL;		/* the caller's request is charged once, at the end */
+	inner->stats = NULL; /* the caller's request is charged once, at the end */
 	inner->done = rmw_inner_done;
 	inner->cookie = rmw;
 	if (from_caller)
@@ -484,7 +484,8 @@ static void rmw_inner_done(struct cfs_io_req *inner, int res)
 	case STAGE_READ_HEAD:
 		if (rmw->req.iop_flags & RMW_F_TAIL_NEXT) {
 			rmw->stage = STAGE_READ_TAIL;
-			rmw_issue(rmw, CFS_IO_READ, rmw->cover_length_bytes - sector, sector, false);
+			rmw_issue(rmw, CFS_IO_READ, rmw->cover_length_bytes - sector, sector,
+				  false);
 			return;
 		}
 		rmw_merge_and_write(rmw, false);
@@ -546,12 +547,15 @@ int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw)
 	}
 
 	if (req->op == CFS_IO_WRITE && !rmw_lock(io, rmw))
-		return 0;	/* parked: the holder's release runs it */
+		return 0; /* parked: the holder's release runs it */
 	ret = rmw_run(rmw, true);
 	if (ret == 0)
 		return 0;
-	/* Nothing was staged: undo, and let anyone who queued up behind our
-	 * lock in the meantime go ahead. */
+	/* Nothing was staged (the queue is full): undo, and let anyone who
+	 * queued up behind our lock in the meantime go ahead. Should one of
+	 * them fail to restart, its done() runs here, in the caller's thread:
+	 * the one exception to "done() from a reap", and only on a full
+	 * queue racing a lock. */
 	if (req->op == CFS_IO_WRITE)
 		rmw_unlock(io, rmw, q);
 	pool_put(io->locks, rmw->bounce);
@@ -579,7 +583,7 @@ int cfs_range_locks_init(struct cfs_io *io)
 	if (unit > CFS_IO_SECTOR_MAX)
 		unit = CFS_IO_SECTOR_MAX;
 	if (io->geo.mem_align_bytes > POOL_ALIGN)
-		return -EINVAL;		/* pool slots are only page-aligned */
+		return -EINVAL; /* pool slots are only page-aligned */
 
 	ret = posix_memalign(&mem, 64, sizeof(*l));
 	if (ret)
@@ -596,8 +600,8 @@ int cfs_range_locks_init(struct cfs_io *io)
 		ret = -errno;
 		goto out_free;
 	}
-	atomic_init(&l->small_free, POOL_SMALL_SLOTS == 64 ? UINT64_MAX :
-							       (1ull << POOL_SMALL_SLOTS) - 1);
+	atomic_init(&l->small_free,
+		    POOL_SMALL_SLOTS == 64 ? UINT64_MAX : (1ull << POOL_SMALL_SLOTS) - 1);
 	atomic_init(&l->big_free, POOL_BIG_SLOTS == 64 ? UINT64_MAX : (1ull << POOL_BIG_SLOTS) - 1);
 	for (i = 0; i < LOCK_STRIPES; i++) {
 		ret = -pthread_mutex_init(&l->stripe[i].mutex, NULL);

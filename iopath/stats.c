@@ -88,7 +88,7 @@ unsigned cfs_hist_bucket(uint64_t latency_ns)
 
 	if (latency_ns < CFS_HIST_SUB)
 		return (unsigned)latency_ns;
-	p = 63u - (unsigned)__builtin_clzll(latency_ns);	/* p >= SUB_BITS */
+	p = 63u - (unsigned)__builtin_clzll(latency_ns); /* p >= SUB_BITS */
 	group = p - CFS_HIST_SUB_BITS + 1;
 	if (group >= CFS_HIST_POW)
 		return CFS_HIST_BUCKETS - 1;
@@ -138,7 +138,7 @@ uint64_t cfs_hist_percentile_ns(const struct cfs_latency_hist *hist, double frac
 		fraction = 1.0;
 	rank = (uint64_t)(fraction * (double)total);
 	if ((double)rank < fraction * (double)total)
-		rank++;		/* ceil: the smallest rank covering fraction */
+		rank++; /* ceil: the smallest rank covering fraction */
 	if (rank == 0)
 		rank = 1;
 	if (rank > total)
