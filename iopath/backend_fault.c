@@ -48,6 +48,8 @@
  * the log reads back as zeros. When the log is full it is written back early
  * (as a drive's cache may), which makes those writes survive a crash; if
  * reads in flight still pin it, the new write goes straight to the store.
+ * Closing the target drops what was never flushed, like a power loss
+ * without tearing (the daemon flushes before a clean unmount).
  *
  * Each outer request travels as a shadow request (stats = NULL) on an inner
  * queue, from a pool sized at queue_init (2 x depth: requests resumed from a

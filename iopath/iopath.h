@@ -326,8 +326,11 @@ int cfs_io_fault_arm(struct cfs_io *io, const char *spec);
 /* Simulate power loss (spec volatile=1): drop every write not covered by a
  * completed FLUSH; with torn (or spec torn=1) first apply a random subset of
  * their physical sectors, so each unflushed sector reads back old or new and
- * never anything else. Call with no I/O in flight. Returns the number of
- * physical sectors applied, or -EINVAL if io is not a volatile fault target. */
+ * never anything else. I/O may be in flight (a daemon pulling the plug): what
+ * completes afterwards sees the store as the crash left it. Takes a mutex and
+ * does I/O: call it from a thread, not from a signal handler. Returns the
+ * number of physical sectors applied, or -EINVAL if io is not a volatile
+ * fault target. */
 int cfs_io_fault_crash(struct cfs_io *io, bool torn);
 
 #endif /* CFS_IOPATH_H */
