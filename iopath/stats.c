@@ -113,8 +113,15 @@ uint64_t cfs_hist_bucket_upper_ns(unsigned bucket)
 
 void cfs_hist_record(struct cfs_latency_hist *hist, uint64_t latency_ns)
 {
+	uint64_t unset = 0;
+
 	add64(&hist->bucket[cfs_hist_bucket(latency_ns)], 1);
 	add64(&hist->sum_ns, latency_ns);
+	/* A zeroed histogram (calloc, never reset) has min_ns 0 meaning "none
+	 * yet", not a 0 ns completion: take the first value over it. */
+	if (load64(&hist->count) == 0)
+		__atomic_compare_exchange_n(&hist->min_ns, &unset, latency_ns, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	min64(&hist->min_ns, latency_ns);
 	max64(&hist->max_ns, latency_ns);
 	/* count last: a reader that sees count sees (almost always) the bucket */

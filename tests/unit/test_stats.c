@@ -294,3 +294,16 @@ Test(stats, concurrent_recording_sums_exactly)
 	free(c);
 	free(shared);
 }
+
+/* A zeroed struct (calloc, no reset) still gets a true minimum. */
+Test(stats, zeroed_histogram_min)
+{
+	struct cfs_io_stats *s = calloc(1, sizeof(*s));
+
+	cfs_io_stats_record(s, CFS_IO_READ, 512, 5000);
+	cfs_io_stats_record(s, CFS_IO_READ, 512, 7000);
+	cr_assert_eq(s->op[CFS_IO_READ].latency.min_ns, 5000);
+	cr_assert_eq(s->op[CFS_IO_READ].latency.max_ns, 7000);
+	check_within(cfs_hist_percentile_ns(&s->op[CFS_IO_READ].latency, 0.01), 5000, "p1");
+	free(s);
+}
