@@ -228,6 +228,9 @@ int cfs_journal_start(struct cfs_journal *journal);
 /* Stop the committer after a last commit (its result is returned: 0 or
  * -errno); pending waiters are answered. Idempotent. */
 int cfs_journal_stop(struct cfs_journal *journal);
+/* Test hook (a crash): stop the committer without a last commit; waiters
+ * get -ESHUTDOWN. */
+void cfs_journal_abandon(struct cfs_journal *journal);
 /* Free (committer must be stopped). Unanswered waiters get -ESHUTDOWN. */
 void cfs_journal_destroy(struct cfs_journal *journal);
 
@@ -269,6 +272,11 @@ void cfs_journal_kick(struct cfs_fs *fs);
 /* Called at the start of every mutation, holding no lock: waits while the
  * tail is beyond CFS_TAIL_LIMIT_BYTES (a limit on memory). */
 void cfs_journal_throttle(struct cfs_fs *fs);
+
+/* True when the metadata region is nearly full (the last snapshot took more
+ * than 3/4 of a half): operations that add metadata (create, link, xattr,
+ * new mappings) fail with -ENOSPC until deletions shrink it. [lock-free] */
+bool cfs_journal_meta_full(struct cfs_journal *journal);
 
 /* The sequence number of the last durable record (tests, statistics). */
 uint64_t cfs_journal_durable_seq(struct cfs_journal *journal);

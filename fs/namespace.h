@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "fs/extent.h"
+#include "fs/journal.h"
 #include "iopath/iopath.h"
 
 struct cfs_fs;
@@ -98,6 +99,7 @@ struct cfs_inode {
 	uint64_t	parent_ino;		/* [ns_lock] directories: ".." */
 
 	/* Private to namespace.c. */
+	struct cfs_ns	*ns;			/* [const] the owning namespace */
 	_Atomic uint32_t refs;			/* table + open + queued + temporary pins */
 	_Atomic uint32_t flags;			/* CFS_INODE_F_* in namespace.c */
 	struct cfs_inode *hash_next;		/* [ns_lock] inode table chain */
@@ -302,9 +304,11 @@ int cfs_ns_open(struct cfs_fs *fs, uint64_t ino, struct cfs_inode **out);
 void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode);
 
 /* I/O references (see fs/extent.h): raise before looking up the map, drop
- * after the last mark_written of the request. io_end may run deferred work
- * (freeing units unmapped while I/O was in flight) and then takes the inode
- * lock briefly. Lock-free otherwise. */
+ * after the last mark_written of the request and BEFORE replying to the
+ * kernel (a reply may be followed at once by RELEASE, which asserts that no
+ * reference is left). io_end may run deferred work (freeing units unmapped
+ * while I/O was in flight) and then takes the inode lock briefly. Lock-free
+ * otherwise. */
 void cfs_ns_io_begin(struct cfs_inode *inode);
 void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode);
 
@@ -418,5 +422,25 @@ char *cfs_ns_dump(struct cfs_fs *fs);
 
 /* Counts for tests. */
 uint64_t cfs_ns_inode_count(struct cfs_fs *fs);
+
+/*
+ * Replay (journal.c, at mount; single-threaded): apply one decoded record to
+ * the in-memory state without logging it. Records carry absolute state and
+ * replay is tolerant: a record about an object that does not exist (deleted
+ * later in the log, or already gone in a newer snapshot) is skipped, a
+ * mapping that conflicts with the current one replaces it. 0, -ENOMEM, or
+ * -EUCLEAN for a record that can never be valid (with *why).
+ */
+int cfs_ns_apply_fs_info(struct cfs_fs *fs, const struct cfs_jrec_fs_info *rec);
+int cfs_ns_apply_inode(struct cfs_fs *fs, const struct cfs_jrec_inode *rec, const char **why);
+int cfs_ns_apply_inode_delete(struct cfs_fs *fs, uint64_t ino);
+int cfs_ns_apply_dirent_add(struct cfs_fs *fs, const struct cfs_jrec_dirent *rec);
+int cfs_ns_apply_dirent_remove(struct cfs_fs *fs, const struct cfs_jrec_dirent *rec);
+int cfs_ns_apply_rename(struct cfs_fs *fs, const struct cfs_jrec_rename *rec);
+int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_extent *rec,
+			const char **why);
+int cfs_ns_apply_written(struct cfs_fs *fs, const struct cfs_jrec_written *rec, const char **why);
+int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
+		       const char **why);
 
 #endif /* CFS_NAMESPACE_H */

@@ -1,0 +1,2958 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * namespace.c — inodes, directories, symlinks, user xattrs, lookup/open
+ * counts and orphans, in memory; every mutation logged through the journal.
+ *
+ * Main invariants:
+ *   - The inode table (under ns_lock) holds every live inode; an inode
+ *     leaves it exactly once, when it is deleted (nlink == 0, nlookup == 0,
+ *     open_count == 0), and its memory goes when refs drops to 0 (table,
+ *     open files, the committer queue and temporary pins each hold one).
+ *   - A directory's entries are in its hash table (name -> entry) and in its
+ *     cookie-ordered array (readdir), both under ns_lock; cookies only grow.
+ *   - Records are appended after the state changed, under the lock of what
+ *     they describe, one transaction per operation, carrying absolute state.
+ *   - Units unmapped while the inode has I/O references are freed only when
+ *     the references are gone (deferred list), so a late write never lands in
+ *     a unit another file owns.
+ *
+ * What it does not do: data I/O (zeroing partial sectors is reported to the
+ * caller), permission checks (the kernel's default_permissions), FUSE.
+ *
+ * Divisions: helpers - table - directories - inode lifetime - lookups -
+ * creation - removal - rename - setattr/space - data path - xattrs -
+ * committer/snapshot - replay - mount - dump.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fs/fs.h"
+#include "fs/namespace.h"
+
+#define CFS_INODE_F_QUEUED	(1u << 0)	/* on the committer queue */
+#define CFS_INODE_F_ATTR_DIRTY	(1u << 1)	/* size/times changed by writes, not logged */
+#define CFS_INODE_F_DELETED	(1u << 2)	/* INODE_DELETE logged, out of the table */
+#define CFS_INODE_F_DEFERRED	(1u << 3)	/* deferred frees or retired records wait */
+
+#define FILE_SIZE_MAX		(1ull << 60)	/* sparse size limit (mapping has its own) */
+#define MAP_RETRIES		4		/* forced commits before -ENOSPC */
+#define DIR_BUCKETS_MIN		8u
+#define TABLE_BUCKETS_MIN	1024u
+
+struct cfs_dirent {
+	struct cfs_dirent *hash_next;
+	uint64_t	hash;
+	uint64_t	ino;
+	uint64_t	cookie;
+	uint32_t	mode;			/* type bits of ino (d_type) */
+	uint32_t	name_length;
+	char		name[];			/* NUL-terminated */
+};
+
+struct dir_slot {
+	uint64_t	cookie;
+	struct cfs_dirent *dirent;		/* NULL: removed (a hole until compaction) */
+};
+
+struct cfs_dir {
+	struct cfs_dirent **buckets;
+	uint64_t	bucket_count;		/* power of two */
+	uint64_t	entry_count;
+	struct dir_slot	*order;			/* ascending cookies */
+	uint64_t	order_len;
+	uint64_t	order_cap;
+	uint64_t	order_holes;
+	uint64_t	next_cookie;
+};
+
+struct cfs_xattr {
+	struct cfs_xattr *next;
+	uint32_t	name_length;
+	uint32_t	value_length;
+	char		data[];			/* name, NUL, value */
+};
+
+struct cfs_deferred {
+	struct cfs_deferred *next;
+	uint64_t	first_unit;
+	uint64_t	count;
+	uint64_t	seq;
+};
+
+struct cfs_ns {
+	struct cfs_fs	*fs;
+	pthread_rwlock_t lock;			/* ns_lock */
+	struct cfs_inode **table;
+	uint64_t	table_size;		/* power of two */
+	uint64_t	inode_count;
+	uint64_t	next_ino;		/* [ns_lock write] */
+	uint64_t	next_generation;	/* [ns_lock write] */
+	_Atomic(struct cfs_inode *) dirty_head;	/* committer queue (Treiber stack) */
+};
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline bool is_dir(const struct cfs_inode *inode)
+{
+	return S_ISDIR(inode->mode);
+}
+
+static inline bool is_reg(const struct cfs_inode *inode)
+{
+	return S_ISREG(inode->mode);
+}
+
+/* 0, -EINVAL ("", ".", "..", '/'), -ENAMETOOLONG. */
+static int name_check(const char *name, size_t *length)
+{
+	size_t n = strnlen(name, CFS_NAME_MAX + 1);
+
+	if (n > CFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (n == 0 || memchr(name, '/', n))
+		return -EINVAL;
+	if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
+		return -EINVAL;
+	*length = n;
+	return 0;
+}
+
+static inline struct cfs_ns *ns_of(struct cfs_fs *fs)
+{
+	return fs->ns;
+}
+
+static void fill_attr(struct cfs_fs *fs, struct cfs_inode *inode, struct cfs_attr *attr)
+{
+	attr->ino = inode->ino;
+	attr->generation = inode->generation;
+	attr->mode = inode->mode;
+	attr->nlink = inode->nlink;
+	attr->uid = inode->uid;
+	attr->gid = inode->gid;
+	attr->rdev = inode->rdev;
+	attr->size_bytes = atomic_load(&inode->size_bytes);
+	attr->blocks_512 = inode->map ? cfs_extent_mapped_units(inode->map) *
+					(fs->geom.unit_bytes / 512) : 0;
+	attr->blksize_bytes = fs->geom.unit_bytes;
+	attr->atime_ns = atomic_load(&inode->atime_ns);
+	attr->mtime_ns = atomic_load(&inode->mtime_ns);
+	attr->ctime_ns = atomic_load(&inode->ctime_ns);
+}
+
+static void jrec_of(const struct cfs_inode *inode, struct cfs_jrec_inode *rec, bool with_target)
+{
+	memset(rec, 0, sizeof(*rec));
+	rec->ino = inode->ino;
+	rec->generation = inode->generation;
+	rec->mode = inode->mode;
+	rec->nlink = inode->nlink;
+	rec->uid = inode->uid;
+	rec->gid = inode->gid;
+	rec->rdev = inode->rdev;
+	rec->size_bytes = atomic_load(&inode->size_bytes);
+	rec->atime_ns = atomic_load(&inode->atime_ns);
+	rec->mtime_ns = atomic_load(&inode->mtime_ns);
+	rec->ctime_ns = atomic_load(&inode->ctime_ns);
+	rec->page_size_bytes = inode->page_size_bytes;
+	rec->parent_ino = is_dir(inode) ? inode->parent_ino : 0;
+	if (with_target && inode->symlink_target) {
+		rec->target = inode->symlink_target;
+		rec->target_length = (uint32_t)strlen(inode->symlink_target);
+	}
+}
+
+/* Log an INODE_UPDATE (or CREATE) of inode into txn; caller holds its lock. */
+static void txn_inode(struct cfs_txn *txn, uint16_t type, const struct cfs_inode *inode)
+{
+	struct cfs_jrec_inode rec;
+
+	jrec_of(inode, &rec, type == CFS_LOG_INODE_CREATE);
+	cfs_txn_inode(txn, type, &rec);
+}
+
+/* Lock up to four inodes in ascending number, skipping NULLs and repeats. */
+static unsigned lock_inodes(struct cfs_inode **set, unsigned n)
+{
+	unsigned kept = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		bool dup = false;
+
+		if (!set[i])
+			continue;
+		for (unsigned j = 0; j < kept; j++)
+			dup |= set[j] == set[i];
+		if (!dup)
+			set[kept++] = set[i];
+	}
+	for (unsigned i = 1; i < kept; i++)
+		for (unsigned j = i; j > 0 && set[j - 1]->ino > set[j]->ino; j--) {
+			struct cfs_inode *t = set[j];
+
+			set[j] = set[j - 1];
+			set[j - 1] = t;
+		}
+	for (unsigned i = 0; i < kept; i++)
+		pthread_mutex_lock(&set[i]->lock);
+	return kept;
+}
+
+static void unlock_inodes(struct cfs_inode **set, unsigned kept)
+{
+	while (kept)
+		pthread_mutex_unlock(&set[--kept]->lock);
+}
+
+/* ---- the inode table (ns_lock) --------------------------------------------------- */
+
+static inline uint64_t ino_hash(uint64_t ino, uint64_t size)
+{
+	return (ino * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(size));
+}
+
+static struct cfs_inode *table_find(struct cfs_ns *ns, uint64_t ino)
+{
+	struct cfs_inode *inode = ns->table[ino_hash(ino, ns->table_size)];
+
+	while (inode && inode->ino != ino)
+		inode = inode->hash_next;
+	return inode;
+}
+
+static void table_grow(struct cfs_ns *ns)
+{
+	uint64_t size = ns->table_size * 2;
+	struct cfs_inode **table = calloc(size, sizeof(*table));
+
+	if (!table)
+		return; /* longer chains; still correct */
+	for (uint64_t b = 0; b < ns->table_size; b++) {
+		struct cfs_inode *inode = ns->table[b];
+
+		while (inode) {
+			struct cfs_inode *next = inode->hash_next;
+			uint64_t h = ino_hash(inode->ino, size);
+
+			inode->hash_next = table[h];
+			table[h] = inode;
+			inode = next;
+		}
+	}
+	free(ns->table);
+	ns->table = table;
+	ns->table_size = size;
+}
+
+static void table_insert(struct cfs_ns *ns, struct cfs_inode *inode)
+{
+	uint64_t h;
+
+	if (ns->inode_count >= ns->table_size)
+		table_grow(ns);
+	h = ino_hash(inode->ino, ns->table_size);
+	inode->hash_next = ns->table[h];
+	ns->table[h] = inode;
+	ns->inode_count++;
+	if (inode->ino >= ns->next_ino)
+		ns->next_ino = inode->ino + 1;
+}
+
+static void table_remove(struct cfs_ns *ns, struct cfs_inode *inode)
+{
+	struct cfs_inode **link = &ns->table[ino_hash(inode->ino, ns->table_size)];
+
+	while (*link != inode) {
+		CFS_FS_ASSERT(*link);
+		link = &(*link)->hash_next;
+	}
+	*link = inode->hash_next;
+	inode->hash_next = NULL;
+	ns->inode_count--;
+}
+
+/* ---- directories (ns_lock) -------------------------------------------------------- */
+
+static uint64_t name_hash(const char *name, size_t length)
+{
+	return XXH3_64bits(name, length);
+}
+
+static struct cfs_dir *dir_new(void)
+{
+	struct cfs_dir *dir = calloc(1, sizeof(*dir));
+
+	if (!dir)
+		return NULL;
+	dir->bucket_count = DIR_BUCKETS_MIN;
+	dir->buckets = calloc(dir->bucket_count, sizeof(*dir->buckets));
+	if (!dir->buckets) {
+		free(dir);
+		return NULL;
+	}
+	dir->next_cookie = CFS_READDIR_COOKIE_FIRST;
+	return dir;
+}
+
+static void dir_free(struct cfs_dir *dir)
+{
+	if (!dir)
+		return;
+	for (uint64_t b = 0; b < dir->bucket_count; b++) {
+		struct cfs_dirent *d = dir->buckets[b];
+
+		while (d) {
+			struct cfs_dirent *next = d->hash_next;
+
+			free(d);
+			d = next;
+		}
+	}
+	free(dir->buckets);
+	free(dir->order);
+	free(dir);
+}
+
+static struct cfs_dirent *dir_find(const struct cfs_dir *dir, const char *name, size_t length)
+{
+	uint64_t h = name_hash(name, length);
+	struct cfs_dirent *d = dir->buckets[h & (dir->bucket_count - 1)];
+
+	for (; d; d = d->hash_next)
+		if (d->hash == h && d->name_length == length && !memcmp(d->name, name, length))
+			return d;
+	return NULL;
+}
+
+static void dir_rehash(struct cfs_dir *dir)
+{
+	uint64_t count = dir->bucket_count * 2;
+	struct cfs_dirent **buckets = calloc(count, sizeof(*buckets));
+
+	if (!buckets)
+		return; /* longer chains; still correct */
+	for (uint64_t b = 0; b < dir->bucket_count; b++) {
+		struct cfs_dirent *d = dir->buckets[b];
+
+		while (d) {
+			struct cfs_dirent *next = d->hash_next;
+
+			d->hash_next = buckets[d->hash & (count - 1)];
+			buckets[d->hash & (count - 1)] = d;
+			d = next;
+		}
+	}
+	free(dir->buckets);
+	dir->buckets = buckets;
+	dir->bucket_count = count;
+}
+
+/* Index in dir->order of the first slot with cookie > after. */
+static uint64_t order_search(const struct cfs_dir *dir, uint64_t after)
+{
+	uint64_t lo = 0, hi = dir->order_len;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (dir->order[mid].cookie <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void order_compact(struct cfs_dir *dir)
+{
+	uint64_t kept = 0;
+
+	for (uint64_t i = 0; i < dir->order_len; i++)
+		if (dir->order[i].dirent)
+			dir->order[kept++] = dir->order[i];
+	dir->order_len = kept;
+	dir->order_holes = 0;
+}
+
+/*
+ * Add an entry with the given cookie (0: the next one). Cookies of replayed
+ * entries may be lower than existing ones (an entry replaced during replay):
+ * the order array then takes an insertion in the middle. 0 or -ENOMEM.
+ */
+static int dir_add(struct cfs_dir *dir, const char *name, size_t length, uint64_t ino,
+		   uint32_t mode, uint64_t cookie, struct cfs_dirent **out)
+{
+	struct cfs_dirent *d;
+	uint64_t at;
+
+	if (dir->order_len == dir->order_cap) {
+		if (dir->order_holes > dir->order_len / 2) {
+			order_compact(dir);
+		} else {
+			uint64_t cap = dir->order_cap ? dir->order_cap * 2 : 16;
+			struct dir_slot *grown = realloc(dir->order, cap * sizeof(*grown));
+
+			if (!grown)
+				return -ENOMEM;
+			dir->order = grown;
+			dir->order_cap = cap;
+		}
+	}
+	d = malloc(sizeof(*d) + length + 1);
+	if (!d)
+		return -ENOMEM;
+	if (cookie == 0)
+		cookie = dir->next_cookie;
+	if (cookie >= dir->next_cookie)
+		dir->next_cookie = cookie + 1;
+	d->hash = name_hash(name, length);
+	d->ino = ino;
+	d->cookie = cookie;
+	d->mode = mode & S_IFMT;
+	d->name_length = (uint32_t)length;
+	memcpy(d->name, name, length);
+	d->name[length] = '\0';
+	d->hash_next = dir->buckets[d->hash & (dir->bucket_count - 1)];
+	dir->buckets[d->hash & (dir->bucket_count - 1)] = d;
+	dir->entry_count++;
+
+	at = order_search(dir, cookie);
+	if (at < dir->order_len)
+		memmove(&dir->order[at + 1], &dir->order[at],
+			(dir->order_len - at) * sizeof(*dir->order));
+	dir->order[at] = (struct dir_slot){ cookie, d };
+	dir->order_len++;
+	if (dir->entry_count > dir->bucket_count)
+		dir_rehash(dir);
+	if (out)
+		*out = d;
+	return 0;
+}
+
+static void dir_remove(struct cfs_dir *dir, struct cfs_dirent *d)
+{
+	struct cfs_dirent **link = &dir->buckets[d->hash & (dir->bucket_count - 1)];
+	uint64_t at;
+
+	while (*link != d) {
+		CFS_FS_ASSERT(*link);
+		link = &(*link)->hash_next;
+	}
+	*link = d->hash_next;
+	at = order_search(dir, d->cookie - 1);
+	CFS_FS_ASSERT(at < dir->order_len && dir->order[at].dirent == d);
+	dir->order[at].dirent = NULL;
+	dir->order_holes++;
+	dir->entry_count--;
+	free(d);
+	if (dir->order_holes > 64 && dir->order_holes > dir->order_len / 2)
+		order_compact(dir);
+}
+
+/* ---- inode lifetime ---------------------------------------------------------------- */
+
+static void extent_notify(void *arg);
+
+/* A new inode with one reference (the caller's), not in the table. */
+static struct cfs_inode *inode_new(struct cfs_fs *fs, uint64_t ino, uint64_t generation,
+				   uint32_t mode)
+{
+	struct cfs_inode *inode = calloc(1, sizeof(*inode));
+
+	if (!inode)
+		return NULL;
+	inode->ino = ino;
+	inode->generation = generation;
+	inode->mode = mode;
+	inode->ns = fs->ns;
+	pthread_mutex_init(&inode->lock, NULL);
+	atomic_init(&inode->refs, 1);
+	if (S_ISREG(mode) && cfs_extent_map_create(&fs->geom, extent_notify, inode, &inode->map))
+		goto out_free;
+	if (S_ISDIR(mode) && !(inode->dir = dir_new()))
+		goto out_free;
+	return inode;
+out_free:
+	pthread_mutex_destroy(&inode->lock);
+	free(inode);
+	return NULL;
+}
+
+static void inode_free(struct cfs_inode *inode)
+{
+	struct cfs_xattr *x = inode->xattrs;
+	struct cfs_deferred *df = inode->deferred;
+
+	while (x) {
+		struct cfs_xattr *next = x->next;
+
+		free(x);
+		x = next;
+	}
+	while (df) {
+		struct cfs_deferred *next = df->next;
+
+		free(df);
+		df = next;
+	}
+	cfs_extent_map_destroy(inode->map);
+	dir_free(inode->dir);
+	free(inode->symlink_target);
+	free(atomic_load(&inode->stats));
+	pthread_mutex_destroy(&inode->lock);
+	free(inode);
+}
+
+static inline void inode_get(struct cfs_inode *inode)
+{
+	atomic_fetch_add(&inode->refs, 1);
+}
+
+static void inode_put(struct cfs_inode *inode)
+{
+	uint32_t old = atomic_fetch_sub(&inode->refs, 1);
+
+	CFS_FS_ASSERT(old >= 1);
+	if (old == 1)
+		inode_free(inode); /* out of the table: the table holds a reference */
+}
+
+/* Queue the inode for the committer (any thread, lock-free). */
+static void inode_queue(struct cfs_ns *ns, struct cfs_inode *inode)
+{
+	struct cfs_inode *head;
+
+	if (atomic_fetch_or(&inode->flags, CFS_INODE_F_QUEUED) & CFS_INODE_F_QUEUED)
+		return;
+	inode_get(inode);
+	head = atomic_load(&ns->dirty_head);
+	do {
+		inode->dirty_next = head;
+	} while (!atomic_compare_exchange_weak(&ns->dirty_head, &head, inode));
+}
+
+static void extent_notify(void *arg)
+{
+	struct cfs_inode *inode = arg;
+
+	inode_queue(inode->ns, inode);
+}
+
+struct free_ctx {
+	struct cfs_fs	*fs;
+	struct cfs_inode *inode;
+	struct cfs_txn	*txn;
+	uint64_t	runs[64][2];		/* store first, count */
+	unsigned	run_count;
+	bool		overflow;
+};
+
+/* Unmap callback: log and remember the run for freeing after txn_end. */
+static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit, uint64_t count)
+{
+	struct free_ctx *c = arg;
+	struct cfs_jrec_extent rec = { c->inode->ino, file_unit, 0, count };
+
+	if (c->txn)
+		cfs_txn_extent(c->txn, CFS_LOG_EXTENT_UNMAP, &rec);
+	if (c->run_count < 64) {
+		c->runs[c->run_count][0] = store_unit;
+		c->runs[c->run_count][1] = count;
+		c->run_count++;
+		return;
+	}
+	c->overflow = true;
+	/* More runs than the buffer: remember them on the deferred list with a
+	 * seq filled in later (0 placeholder replaced in free_ctx_release). */
+	{
+		struct cfs_deferred *df = malloc(sizeof(*df));
+
+		if (!df)
+			return; /* leaked until remount rebuilds the allocator */
+		df->first_unit = store_unit;
+		df->count = count;
+		df->seq = UINT64_MAX; /* marker: seq not known yet */
+		df->next = c->inode->deferred;
+		c->inode->deferred = df;
+	}
+}
+
+/* Under the inode lock, after txn_end returned seq: give the runs to the
+ * allocator now (no I/O references) or defer them. */
+static void free_ctx_release(struct free_ctx *c, uint64_t seq)
+{
+	struct cfs_inode *inode = c->inode;
+	bool defer = atomic_load(&inode->inflight) != 0;
+
+	for (struct cfs_deferred *df = inode->deferred; df; df = df->next)
+		if (df->seq == UINT64_MAX)
+			df->seq = seq;
+	for (unsigned i = 0; i < c->run_count; i++) {
+		struct cfs_deferred *df;
+
+		if (!defer) {
+			cfs_alloc_free(c->fs->alloc, c->runs[i][0], c->runs[i][1], seq);
+			continue;
+		}
+		df = malloc(sizeof(*df));
+		if (!df)
+			continue; /* leaked until remount: never freed early */
+		*df = (struct cfs_deferred){ inode->deferred, c->runs[i][0], c->runs[i][1], seq };
+		inode->deferred = df;
+	}
+	if (defer || c->overflow)
+		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
+}
+
+/* [inode lock] With no I/O references: release deferred units and retired
+ * map records. */
+static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
+{
+	bool more = false;
+
+	if (atomic_load(&inode->inflight) != 0)
+		return;
+	atomic_fetch_and(&inode->flags, ~CFS_INODE_F_DEFERRED);
+	while (inode->deferred) {
+		struct cfs_deferred *df = inode->deferred;
+
+		inode->deferred = df->next;
+		cfs_alloc_free(fs->alloc, df->first_unit, df->count, df->seq);
+		free(df);
+	}
+	if (inode->map)
+		more = cfs_extent_quiesce(inode->map);
+	if (more)
+		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
+}
+
+/*
+ * [ns_lock write] Delete the inode if nothing refers to it any more:
+ * log INODE_DELETE, free its units, take it out of the table.
+ */
+static void inode_maybe_delete(struct cfs_fs *fs, struct cfs_inode *inode)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct free_ctx c = { .fs = fs, .inode = inode };
+	struct cfs_txn txn;
+	uint64_t seq;
+
+	pthread_mutex_lock(&inode->lock);
+	if (inode->nlink != 0 || atomic_load(&inode->nlookup) != 0 ||
+	    atomic_load(&inode->open_count) != 0 ||
+	    (atomic_load(&inode->flags) & CFS_INODE_F_DELETED) || fs->mounted_ro) {
+		pthread_mutex_unlock(&inode->lock);
+		return;
+	}
+	CFS_FS_ASSERT(inode->ino != CFS_ROOT_INO);
+	CFS_FS_ASSERT(!inode->dir || inode->dir->entry_count == 0);
+	atomic_fetch_or(&inode->flags, CFS_INODE_F_DELETED);
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_inode_delete(&txn, inode->ino);
+	if (inode->map)
+		cfs_extent_unmap(inode->map, 0, UINT64_MAX, free_ctx_unmapped, &c);
+	seq = cfs_txn_end(&txn);
+	free_ctx_release(&c, seq);
+	inode_quiesce(fs, inode);
+	table_remove(ns, inode);
+	pthread_mutex_unlock(&inode->lock);
+	inode_put(inode); /* the table's reference */
+}
+
+/* ---- lookups ------------------------------------------------------------------------ */
+
+int cfs_ns_create(struct cfs_fs *fs, struct cfs_ns **out)
+{
+	struct cfs_ns *ns = calloc(1, sizeof(*ns));
+
+	*out = NULL;
+	if (!ns)
+		return -ENOMEM;
+	ns->table_size = TABLE_BUCKETS_MIN;
+	ns->table = calloc(ns->table_size, sizeof(*ns->table));
+	if (!ns->table) {
+		free(ns);
+		return -ENOMEM;
+	}
+	ns->fs = fs;
+	ns->next_ino = CFS_ROOT_INO + 1;
+	ns->next_generation = 1;
+	pthread_rwlock_init(&ns->lock, NULL);
+	*out = ns;
+	return 0;
+}
+
+void cfs_ns_destroy(struct cfs_ns *ns)
+{
+	struct cfs_inode *inode;
+
+	if (!ns)
+		return;
+	/* Drop the committer queue's references first. */
+	inode = atomic_exchange(&ns->dirty_head, NULL);
+	while (inode) {
+		struct cfs_inode *next = inode->dirty_next;
+
+		atomic_fetch_and(&inode->flags, ~CFS_INODE_F_QUEUED);
+		inode_put(inode);
+		inode = next;
+	}
+	for (uint64_t b = 0; b < ns->table_size; b++) {
+		inode = ns->table[b];
+		while (inode) {
+			struct cfs_inode *next = inode->hash_next;
+
+			/* Open handles and I/O are gone at unmount: free regardless. */
+			inode->hash_next = NULL;
+			inode_free(inode);
+			inode = next;
+		}
+	}
+	pthread_rwlock_destroy(&ns->lock);
+	free(ns->table);
+	free(ns);
+}
+
+/* [ns_lock] The directory inode ino, or -ENOENT / -ENOTDIR. */
+static int find_dir(struct cfs_ns *ns, uint64_t ino, struct cfs_inode **out)
+{
+	struct cfs_inode *dir = table_find(ns, ino);
+
+	if (!dir)
+		return -ENOENT;
+	if (!is_dir(dir))
+		return -ENOTDIR;
+	*out = dir;
+	return 0;
+}
+
+int cfs_ns_lookup(struct cfs_fs *fs, uint64_t parent, const char *name, struct cfs_attr *attr)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *dir, *inode;
+	struct cfs_dirent *d;
+	size_t length = strnlen(name, CFS_NAME_MAX + 1);
+	int ret;
+
+	if (length > CFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (length == 0 || memchr(name, '/', length))
+		return -EINVAL;
+	pthread_rwlock_rdlock(&ns->lock);
+	ret = find_dir(ns, parent, &dir);
+	if (ret)
+		goto out_unlock;
+	if (length == 1 && name[0] == '.') {
+		inode = dir;
+	} else if (length == 2 && name[0] == '.' && name[1] == '.') {
+		inode = table_find(ns, dir->parent_ino);
+	} else {
+		d = dir_find(dir->dir, name, length);
+		inode = d ? table_find(ns, d->ino) : NULL;
+	}
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	atomic_fetch_add(&inode->nlookup, 1);
+	pthread_mutex_lock(&inode->lock);
+	fill_attr(fs, inode, attr);
+	pthread_mutex_unlock(&inode->lock);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+void cfs_ns_forget(struct cfs_fs *fs, uint64_t ino, uint64_t count)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	uint64_t old;
+	bool last;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		pthread_rwlock_unlock(&ns->lock);
+		return;
+	}
+	if (ino == CFS_ROOT_INO) {
+		/* The root is never deleted; the kernel's count on it is not
+		 * tracked exactly (it never looks the root up). */
+		pthread_rwlock_unlock(&ns->lock);
+		return;
+	}
+	old = atomic_fetch_sub(&inode->nlookup, count);
+	CFS_FS_ASSERT(old >= count);
+	last = old == count;
+	if (last)
+		inode_get(inode);
+	pthread_rwlock_unlock(&ns->lock);
+	if (!last)
+		return;
+	/* Possibly the end of an unlinked inode: needs the table exclusively. */
+	pthread_rwlock_wrlock(&ns->lock);
+	inode_maybe_delete(fs, inode);
+	pthread_rwlock_unlock(&ns->lock);
+	inode_put(inode);
+}
+
+int cfs_ns_getattr(struct cfs_fs *fs, uint64_t ino, struct cfs_attr *attr)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	pthread_mutex_lock(&inode->lock);
+	fill_attr(fs, inode, attr);
+	pthread_mutex_unlock(&inode->lock);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+/* ---- creation ------------------------------------------------------------------------ */
+
+struct create_args {
+	uint64_t	parent;
+	const char	*name;
+	uint32_t	mode;
+	uint64_t	rdev;
+	uint32_t	uid;
+	uint32_t	gid;
+	const char	*target;
+	bool		open;
+};
+
+static bool meta_room(struct cfs_fs *fs)
+{
+	return !cfs_journal_meta_full(fs->journal);
+}
+
+static int create_common(struct cfs_fs *fs, const struct create_args *a, struct cfs_attr *attr,
+			 struct cfs_inode **opened)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *dir, *inode = NULL;
+	struct cfs_inode *set[2];
+	struct cfs_dirent *d;
+	struct cfs_jrec_dirent drec;
+	struct cfs_txn txn;
+	uint32_t mode = a->mode;
+	uint32_t gid = a->gid;
+	size_t length;
+	unsigned kept;
+	int64_t now;
+	int ret;
+
+	ret = name_check(a->name, &length);
+	if (ret)
+		return ret;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_wrlock(&ns->lock);
+	ret = find_dir(ns, a->parent, &dir);
+	if (ret)
+		goto out_unlock;
+	if (dir->nlink == 0) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (dir_find(dir->dir, a->name, length)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (S_ISDIR(mode) && dir->nlink >= CFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out_unlock;
+	}
+	if (ns->inode_count >= fs->inode_limit || !meta_room(fs)) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	if (cfs_fs_is_readonly(fs)) {
+		ret = -EROFS;
+		goto out_unlock;
+	}
+	/* A setgid directory hands its group down (and its setgid bit to
+	 * subdirectories), as every Linux filesystem does. */
+	if (dir->mode & S_ISGID) {
+		gid = dir->gid;
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	inode = inode_new(fs, ns->next_ino, ns->next_generation, mode);
+	if (!inode) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	if (a->target && !(inode->symlink_target = strdup(a->target))) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	ret = dir_add(dir->dir, a->name, length, inode->ino, mode, 0, &d);
+	if (ret)
+		goto out_free;
+	ns->next_generation++;
+	now = now_ns();
+	inode->nlink = S_ISDIR(mode) ? 2 : 1;
+	inode->uid = a->uid;
+	inode->gid = gid;
+	inode->rdev = a->rdev;
+	inode->parent_ino = S_ISDIR(mode) ? dir->ino : 0;
+	if (a->target)
+		atomic_store(&inode->size_bytes, strlen(a->target));
+	atomic_store(&inode->atime_ns, now);
+	atomic_store(&inode->mtime_ns, now);
+	atomic_store(&inode->ctime_ns, now);
+	atomic_store(&inode->nlookup, 1);
+	if (a->open) {
+		atomic_store(&inode->open_count, 1);
+		inode_get(inode);
+	}
+	table_insert(ns, inode); /* takes the new inode's first reference */
+
+	set[0] = dir;
+	set[1] = inode;
+	kept = lock_inodes(set, 2);
+	if (S_ISDIR(mode))
+		dir->nlink++;
+	atomic_store(&dir->mtime_ns, now);
+	atomic_store(&dir->ctime_ns, now);
+	cfs_txn_begin(&txn, fs->journal);
+	txn_inode(&txn, CFS_LOG_INODE_CREATE, inode);
+	drec = (struct cfs_jrec_dirent){ dir->ino, inode->ino, d->cookie, mode, (uint32_t)length,
+					 a->name };
+	cfs_txn_dirent_add(&txn, &drec);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
+	cfs_txn_end(&txn);
+	fill_attr(fs, inode, attr);
+	unlock_inodes(set, kept);
+	if (opened)
+		*opened = inode;
+	pthread_rwlock_unlock(&ns->lock);
+	return 0;
+
+out_free:
+	inode_free(inode);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		 uint64_t rdev, uint32_t uid, uint32_t gid, struct cfs_attr *attr)
+{
+	struct create_args a = { parent, name, mode, rdev, uid, gid, NULL, false };
+
+	if ((mode & S_IFMT) == 0)
+		a.mode |= S_IFREG;
+	switch (a.mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+		a.rdev = 0;
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	return create_common(fs, &a, attr, NULL);
+}
+
+int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		       uint32_t uid, uint32_t gid, struct cfs_attr *attr,
+		       struct cfs_inode **opened)
+{
+	struct create_args a = { parent, name, (mode & ~S_IFMT) | S_IFREG, 0, uid, gid, NULL, true };
+
+	return create_common(fs, &a, attr, opened);
+}
+
+int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		 uint32_t uid, uint32_t gid, struct cfs_attr *attr)
+{
+	struct create_args a = { parent, name, (mode & 07777) | S_IFDIR, 0, uid, gid, NULL, false };
+
+	return create_common(fs, &a, attr, NULL);
+}
+
+int cfs_ns_symlink(struct cfs_fs *fs, uint64_t parent, const char *name, const char *target,
+		   uint32_t uid, uint32_t gid, struct cfs_attr *attr)
+{
+	struct create_args a = { parent, name, S_IFLNK | 0777, 0, uid, gid, target, false };
+	size_t n = strnlen(target, CFS_SYMLINK_MAX + 1);
+
+	if (n == 0)
+		return -ENOENT;
+	if (n > CFS_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	return create_common(fs, &a, attr, NULL);
+}
+
+ssize_t cfs_ns_readlink(struct cfs_fs *fs, uint64_t ino, char *buf, size_t buf_size)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	ssize_t ret;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+	} else if (!S_ISLNK(inode->mode)) {
+		ret = -EINVAL;
+	} else {
+		size_t n = strlen(inode->symlink_target);
+
+		memcpy(buf, inode->symlink_target, n < buf_size ? n : buf_size);
+		ret = (ssize_t)n;
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+int cfs_ns_link(struct cfs_fs *fs, uint64_t ino, uint64_t new_parent, const char *new_name,
+		struct cfs_attr *attr)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *dir, *inode, *set[2];
+	struct cfs_dirent *d;
+	struct cfs_jrec_dirent drec;
+	struct cfs_txn txn;
+	size_t length;
+	unsigned kept;
+	int64_t now;
+	int ret;
+
+	ret = name_check(new_name, &length);
+	if (ret)
+		return ret;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_wrlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (is_dir(inode)) {
+		ret = -EPERM;
+		goto out_unlock;
+	}
+	ret = find_dir(ns, new_parent, &dir);
+	if (ret)
+		goto out_unlock;
+	if (dir->nlink == 0 || inode->nlink == 0) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (inode->nlink >= CFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out_unlock;
+	}
+	if (dir_find(dir->dir, new_name, length)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (!meta_room(fs)) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	ret = dir_add(dir->dir, new_name, length, inode->ino, inode->mode, 0, &d);
+	if (ret)
+		goto out_unlock;
+	set[0] = dir;
+	set[1] = inode;
+	kept = lock_inodes(set, 2);
+	now = now_ns();
+	inode->nlink++;
+	atomic_store(&inode->ctime_ns, now);
+	atomic_store(&dir->mtime_ns, now);
+	atomic_store(&dir->ctime_ns, now);
+	atomic_fetch_add(&inode->nlookup, 1);
+	cfs_txn_begin(&txn, fs->journal);
+	drec = (struct cfs_jrec_dirent){ dir->ino, inode->ino, d->cookie, inode->mode,
+					 (uint32_t)length, new_name };
+	cfs_txn_dirent_add(&txn, &drec);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
+	cfs_txn_end(&txn);
+	fill_attr(fs, inode, attr);
+	unlock_inodes(set, kept);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+/* ---- removal ---------------------------------------------------------------------------- */
+
+static int remove_common(struct cfs_fs *fs, uint64_t parent, const char *name, bool rmdir)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *dir, *inode, *set[2];
+	struct cfs_dirent *d;
+	struct cfs_txn txn;
+	size_t length;
+	unsigned kept;
+	int64_t now;
+	int ret;
+
+	if (rmdir) {
+		if (!strcmp(name, "."))
+			return -EINVAL;
+		if (!strcmp(name, ".."))
+			return -ENOTEMPTY;
+	}
+	ret = name_check(name, &length);
+	if (ret)
+		return ret;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_wrlock(&ns->lock);
+	ret = find_dir(ns, parent, &dir);
+	if (ret)
+		goto out_unlock;
+	d = dir_find(dir->dir, name, length);
+	inode = d ? table_find(ns, d->ino) : NULL;
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (rmdir && !is_dir(inode)) {
+		ret = -ENOTDIR;
+		goto out_unlock;
+	}
+	if (!rmdir && is_dir(inode)) {
+		ret = -EISDIR;
+		goto out_unlock;
+	}
+	if (rmdir && inode->ino == CFS_ROOT_INO) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	if (rmdir && inode->dir->entry_count) {
+		ret = -ENOTEMPTY;
+		goto out_unlock;
+	}
+	if (cfs_fs_is_readonly(fs)) {
+		ret = -EROFS;
+		goto out_unlock;
+	}
+	dir_remove(dir->dir, d);
+	set[0] = dir;
+	set[1] = inode;
+	kept = lock_inodes(set, 2);
+	now = now_ns();
+	if (rmdir) {
+		inode->nlink = 0;
+		dir->nlink--;
+	} else {
+		CFS_FS_ASSERT(inode->nlink > 0);
+		inode->nlink--;
+	}
+	atomic_store(&inode->ctime_ns, now);
+	atomic_store(&dir->mtime_ns, now);
+	atomic_store(&dir->ctime_ns, now);
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_dirent_remove(&txn, dir->ino, name, (uint32_t)length);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
+	cfs_txn_end(&txn);
+	unlock_inodes(set, kept);
+	inode_maybe_delete(fs, inode);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+int cfs_ns_unlink(struct cfs_fs *fs, uint64_t parent, const char *name)
+{
+	return remove_common(fs, parent, name, false);
+}
+
+int cfs_ns_rmdir(struct cfs_fs *fs, uint64_t parent, const char *name)
+{
+	return remove_common(fs, parent, name, true);
+}
+
+/* ---- rename --------------------------------------------------------------------------------- */
+
+/* [ns_lock] True if dir is inside the tree of ancestor (or is it). */
+static bool is_within(struct cfs_ns *ns, struct cfs_inode *dir, uint64_t ancestor)
+{
+	uint64_t ino = dir->ino;
+
+	/* Bounded: a path can never be longer than the number of inodes. */
+	for (uint64_t steps = 0; steps <= ns->inode_count; steps++) {
+		struct cfs_inode *at;
+
+		if (ino == ancestor)
+			return true;
+		if (ino == CFS_ROOT_INO)
+			return false;
+		at = table_find(ns, ino);
+		if (!at)
+			return false;
+		ino = at->parent_ino;
+	}
+	CFS_FS_ASSERT(!"directory parent chain has a cycle");
+	return true;
+}
+
+int cfs_ns_rename(struct cfs_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
+		  const char *new_name, unsigned int flags)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *sp, *dp, *src, *dst = NULL, *set[4];
+	struct cfs_dirent *se, *de;
+	struct cfs_jrec_rename rec;
+	struct cfs_txn txn;
+	bool exchange = flags & RENAME_EXCHANGE;
+	size_t slen, dlen;
+	uint64_t dst_cookie, src_cookie = 0;
+	unsigned kept;
+	int64_t now;
+	int ret;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && exchange)
+		return -EINVAL;
+	ret = name_check(name, &slen);
+	if (!ret)
+		ret = name_check(new_name, &dlen);
+	if (ret)
+		return ret;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_wrlock(&ns->lock);
+	ret = find_dir(ns, parent, &sp);
+	if (!ret)
+		ret = find_dir(ns, new_parent, &dp);
+	if (ret)
+		goto out_unlock;
+	se = dir_find(sp->dir, name, slen);
+	src = se ? table_find(ns, se->ino) : NULL;
+	if (!src) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	de = dir_find(dp->dir, new_name, dlen);
+	if (de) {
+		dst = table_find(ns, de->ino);
+		CFS_FS_ASSERT(dst);
+	}
+	if (exchange && !de) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if ((flags & RENAME_NOREPLACE) && de) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (dst == src) {
+		ret = 0; /* two names of one inode: POSIX says do nothing */
+		goto out_unlock;
+	}
+	if (dst && !exchange) {
+		if (is_dir(src) && !is_dir(dst)) {
+			ret = -ENOTDIR;
+			goto out_unlock;
+		}
+		if (!is_dir(src) && is_dir(dst)) {
+			ret = -EISDIR;
+			goto out_unlock;
+		}
+		if (is_dir(dst) && dst->dir->entry_count) {
+			ret = -ENOTEMPTY;
+			goto out_unlock;
+		}
+	}
+	/* A directory may not move into its own subtree. */
+	if (is_dir(src) && sp != dp && is_within(ns, dp, src->ino)) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	if (exchange && is_dir(dst) && sp != dp && is_within(ns, sp, dst->ino)) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	if (sp != dp && is_dir(src) && !(dst && is_dir(dst)) && dp->nlink >= CFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out_unlock;
+	}
+	if (exchange && sp != dp && is_dir(dst) && !is_dir(src) && sp->nlink >= CFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out_unlock;
+	}
+	if (cfs_fs_is_readonly(fs)) {
+		ret = -EROFS;
+		goto out_unlock;
+	}
+
+	if (exchange) {
+		/* Entries keep their cookies (readdir positions); only the
+		 * inodes behind them swap. */
+		se->ino = dst->ino;
+		se->mode = dst->mode & S_IFMT;
+		de->ino = src->ino;
+		de->mode = src->mode & S_IFMT;
+		src_cookie = se->cookie;
+		dst_cookie = de->cookie;
+	} else {
+		struct cfs_dirent *added;
+
+		/* Add first: the only step that can fail (memory). */
+		if (de) {
+			dst_cookie = de->cookie;
+			de->ino = src->ino;
+			de->mode = src->mode & S_IFMT;
+		} else {
+			ret = dir_add(dp->dir, new_name, dlen, src->ino, src->mode, 0, &added);
+			if (ret)
+				goto out_unlock;
+			dst_cookie = added->cookie;
+		}
+		dir_remove(sp->dir, se);
+	}
+
+	set[0] = sp;
+	set[1] = dp;
+	set[2] = src;
+	set[3] = dst;
+	kept = lock_inodes(set, 4);
+	now = now_ns();
+	if (sp != dp) {
+		if (is_dir(src)) {
+			src->parent_ino = dp->ino;
+			sp->nlink--;
+			dp->nlink++;
+		}
+		if (exchange && is_dir(dst)) {
+			dst->parent_ino = sp->ino;
+			dp->nlink--;
+			sp->nlink++;
+		}
+	}
+	if (dst && !exchange) {
+		if (is_dir(dst)) {
+			dst->nlink = 0;
+			dp->nlink--; /* its ".." */
+		} else {
+			dst->nlink--;
+		}
+	}
+	atomic_store(&src->ctime_ns, now);
+	if (dst)
+		atomic_store(&dst->ctime_ns, now);
+	atomic_store(&sp->mtime_ns, now);
+	atomic_store(&sp->ctime_ns, now);
+	atomic_store(&dp->mtime_ns, now);
+	atomic_store(&dp->ctime_ns, now);
+
+	rec = (struct cfs_jrec_rename){
+		.src_dir = sp->ino, .dst_dir = dp->ino,
+		.src_ino = src->ino, .dst_ino = exchange ? dst->ino : 0,
+		.src_cookie = src_cookie, .dst_cookie = dst_cookie,
+		.src_mode = src->mode, .dst_mode = exchange ? dst->mode : 0,
+		.flags = exchange ? CFS_JREC_RENAME_EXCHANGE : 0,
+		.src_name_length = (uint32_t)slen, .dst_name_length = (uint32_t)dlen,
+		.src_name = name, .dst_name = new_name,
+	};
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_rename(&txn, &rec);
+	for (unsigned i = 0; i < kept; i++)
+		txn_inode(&txn, CFS_LOG_INODE_UPDATE, set[i]);
+	cfs_txn_end(&txn);
+	unlock_inodes(set, kept);
+	if (dst && !exchange)
+		inode_maybe_delete(fs, dst);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+/* ---- setattr, truncate, fallocate ------------------------------------------------------------ */
+
+struct clear_ctx {
+	struct cfs_txn	*txn;
+	uint64_t	ino;
+};
+
+static void clear_logged(void *arg, uint64_t file_unit, uint64_t store_unit, uint32_t first,
+			 uint32_t count)
+{
+	struct clear_ctx *c = arg;
+	struct cfs_jrec_written rec = { c->ino, file_unit, store_unit, CFS_EXTENT_WS_OP_CLEAR,
+					first, count, NULL };
+
+	cfs_txn_written(c->txn, &rec);
+}
+
+/*
+ * [inode lock] If the sector holding byte `at` is mapped and written and `at`
+ * is not at its start, report [at, end of sector) — or [at, limit) if limit
+ * ends inside that sector — for zeroing.
+ */
+static void zero_partial(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t at, uint64_t limit,
+			 struct cfs_ns_zero *zero)
+{
+	uint64_t sector = fs->geom.sector_bytes;
+	uint64_t start = at & ~(sector - 1);
+	uint64_t end = start + sector;
+	struct cfs_extent_run run;
+
+	if (!zero || zero->count >= 2 || at == start || at >= limit)
+		return;
+	if (limit < end)
+		end = limit;
+	if (!cfs_extent_sector_written(inode->map, at))
+		return;
+	if (cfs_extent_lookup(inode->map, at, end - at, &run) || !run.mapped)
+		return;
+	zero->device_offset_bytes[zero->count] = run.device_offset_bytes;
+	zero->length_bytes[zero->count] = (uint32_t)(end - at);
+	zero->count++;
+}
+
+/* [inode lock] Finish a zero report: pin the units with an I/O reference. */
+static void zero_pin(struct cfs_inode *inode, struct cfs_ns_zero *zero)
+{
+	if (zero && zero->count) {
+		zero->inode = inode;
+		cfs_ns_io_begin(inode);
+	}
+}
+
+/*
+ * [inode lock] Cut the file at new_size (below the current size): unmap the
+ * units past it, mark the whole sectors after it in its unit unwritten, log
+ * all of it in txn, and report the cut part of its sector.
+ */
+static int truncate_down(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t new_size,
+			 struct cfs_txn *txn, struct free_ctx *fc, struct cfs_ns_zero *zero)
+{
+	const struct cfs_extent_geom *g = &fs->geom;
+	uint64_t keep_units = (new_size + g->unit_bytes - 1) >> g->unit_shift;
+	uint64_t unit_end = keep_units << g->unit_shift;
+	struct clear_ctx cc = { txn, inode->ino };
+	int ret = 0;
+
+	cfs_extent_unmap(inode->map, keep_units, UINT64_MAX, free_ctx_unmapped, fc);
+	if (new_size < unit_end)
+		ret = cfs_extent_mark_unwritten(inode->map, new_size, unit_end - new_size,
+						clear_logged, &cc);
+	zero_partial(fs, inode, new_size, unit_end, zero);
+	return ret;
+}
+
+int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *set,
+		   struct cfs_attr *attr, struct cfs_ns_zero *zero)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	struct free_ctx fc = { .fs = fs };
+	struct cfs_txn txn;
+	uint64_t seq;
+	int64_t now = now_ns();
+	int ret = 0;
+
+	if (zero)
+		memset(zero, 0, sizeof(*zero));
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock_ns;
+	}
+	if (set->valid & CFS_SET_SIZE) {
+		if (is_dir(inode)) {
+			ret = -EISDIR;
+			goto out_unlock_ns;
+		}
+		if (!is_reg(inode)) {
+			ret = -EINVAL;
+			goto out_unlock_ns;
+		}
+		if (set->size_bytes > FILE_SIZE_MAX) {
+			ret = -EFBIG;
+			goto out_unlock_ns;
+		}
+	}
+	pthread_mutex_lock(&inode->lock);
+	if (cfs_fs_is_readonly(fs)) {
+		ret = -EROFS;
+		goto out_unlock;
+	}
+	fc.inode = inode;
+	fc.txn = &txn;
+	cfs_txn_begin(&txn, fs->journal);
+	if (set->valid & CFS_SET_SIZE) {
+		uint64_t old = atomic_load(&inode->size_bytes);
+
+		if (set->size_bytes < old) {
+			ret = truncate_down(fs, inode, set->size_bytes, &txn, &fc, zero);
+			if (ret) {
+				/* Units already unmapped are logged; finish those. */
+				seq = cfs_txn_end(&txn);
+				free_ctx_release(&fc, seq);
+				goto out_unlock;
+			}
+		}
+		atomic_store(&inode->size_bytes, set->size_bytes);
+		atomic_store(&inode->mtime_ns, now);
+	}
+	if (set->valid & CFS_SET_MODE)
+		inode->mode = (inode->mode & S_IFMT) | (set->mode & 07777);
+	if (set->valid & CFS_SET_UID)
+		inode->uid = set->uid;
+	if (set->valid & CFS_SET_GID)
+		inode->gid = set->gid;
+	if (set->valid & CFS_SET_ATIME)
+		atomic_store(&inode->atime_ns, set->atime_ns);
+	if (set->valid & CFS_SET_ATIME_NOW)
+		atomic_store(&inode->atime_ns, now);
+	if (set->valid & CFS_SET_MTIME)
+		atomic_store(&inode->mtime_ns, set->mtime_ns);
+	if (set->valid & CFS_SET_MTIME_NOW)
+		atomic_store(&inode->mtime_ns, now);
+	atomic_store(&inode->ctime_ns, (set->valid & CFS_SET_CTIME) ? set->ctime_ns : now);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+	seq = cfs_txn_end(&txn);
+	free_ctx_release(&fc, seq);
+	inode_quiesce(fs, inode);
+	zero_pin(inode, zero);
+	fill_attr(fs, inode, attr);
+out_unlock:
+	pthread_mutex_unlock(&inode->lock);
+out_unlock_ns:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+/* Store unit to try first for file unit fu: after the previous unit's. */
+static uint64_t alloc_hint(struct cfs_inode *inode, uint64_t fu)
+{
+	int64_t prev = fu ? cfs_extent_unit_get(inode->map, fu - 1) : -1;
+
+	if (prev >= 0)
+		return (uint64_t)prev + 1;
+	return inode->alloc_hint ? inode->alloc_hint : CFS_ALLOC_NO_HINT;
+}
+
+/*
+ * [inode lock] Map every hole among file units [first, end). Logs one
+ * transaction. Returns 0, -EAGAIN (space is busy: the caller drops the lock,
+ * forces a commit and calls again), -ENOSPC, -EFBIG, -ENOMEM.
+ */
+static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end)
+{
+	struct cfs_txn txn;
+	uint64_t fu = first;
+	int ret = 0;
+
+	if (end > fs->geom.max_units)
+		return -EFBIG;
+	if (!meta_room(fs))
+		return -ENOSPC;
+	cfs_txn_begin(&txn, fs->journal);
+	while (fu < end) {
+		uint64_t hole_end = fu, got_first, got;
+		struct cfs_jrec_extent rec;
+
+		if (cfs_extent_unit_get(inode->map, fu) >= 0) {
+			fu++;
+			continue;
+		}
+		while (hole_end < end && cfs_extent_unit_get(inode->map, hole_end) < 0)
+			hole_end++;
+		ret = cfs_alloc_get(fs->alloc, alloc_hint(inode, fu), hole_end - fu, &got_first,
+				    &got);
+		if (ret)
+			break;
+		ret = cfs_extent_map_units(inode->map, fu, got_first, got);
+		if (ret) {
+			cfs_alloc_free(fs->alloc, got_first, got, 0); /* never logged */
+			break;
+		}
+		rec = (struct cfs_jrec_extent){ inode->ino, fu, got_first, got };
+		cfs_txn_extent(&txn, CFS_LOG_EXTENT_MAP, &rec);
+		inode->alloc_hint = got_first + got;
+		fu += got;
+	}
+	cfs_txn_end(&txn);
+	return ret;
+}
+
+/* Map [first, end) of an inode whose pointer the caller pins, forcing
+ * commits while space is busy. Takes and drops the inode lock. */
+static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end)
+{
+	int ret = -EAGAIN;
+
+	for (unsigned attempt = 0; attempt < MAP_RETRIES && ret == -EAGAIN; attempt++) {
+		if (attempt) {
+			/* Busy units come back once their frees are durable. */
+			ret = cfs_journal_commit_sync(fs);
+			if (ret)
+				return ret == -EIO ? -EROFS : ret;
+		}
+		pthread_mutex_lock(&inode->lock);
+		ret = cfs_fs_is_readonly(fs) ? -EROFS : map_holes(fs, inode, first, end);
+		pthread_mutex_unlock(&inode->lock);
+	}
+	return ret == -EAGAIN ? -ENOSPC : ret;
+}
+
+int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_bytes,
+		     uint64_t length_bytes, struct cfs_ns_zero *zero)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	const struct cfs_extent_geom *g = &fs->geom;
+	struct cfs_inode *inode;
+	uint64_t end = offset_bytes + length_bytes;
+	int ret = 0;
+
+	if (zero)
+		memset(zero, 0, sizeof(*zero));
+	if (length_bytes == 0 || end < offset_bytes)
+		return -EINVAL;
+	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+		return -EOPNOTSUPP;
+	if (end > FILE_SIZE_MAX)
+		return -EFBIG;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	/* Pin the inode so the forced commits of map_range need no ns_lock. */
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (inode)
+		inode_get(inode);
+	pthread_rwlock_unlock(&ns->lock);
+	if (!inode)
+		return -ENOENT;
+	if (is_dir(inode)) {
+		ret = -EISDIR;
+		goto out_put;
+	}
+	if (!is_reg(inode)) {
+		ret = -ENODEV;
+		goto out_put;
+	}
+
+	if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+		uint64_t first = offset_bytes >> g->unit_shift;
+		uint64_t last = (end + g->unit_bytes - 1) >> g->unit_shift;
+		struct cfs_txn txn;
+
+		ret = map_range(fs, inode, first, last);
+		if (ret)
+			goto out_put;
+		pthread_mutex_lock(&inode->lock);
+		if (!(mode & FALLOC_FL_KEEP_SIZE) && end > atomic_load(&inode->size_bytes)) {
+			int64_t now = now_ns();
+
+			atomic_store(&inode->size_bytes, end);
+			atomic_store(&inode->ctime_ns, now);
+			cfs_txn_begin(&txn, fs->journal);
+			txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+			cfs_txn_end(&txn);
+		}
+		pthread_mutex_unlock(&inode->lock);
+		goto out_put;
+	}
+
+	/* Punch: whole units inside go, partial units get unwritten sectors. */
+	{
+		uint64_t unit_lo = (offset_bytes + g->unit_bytes - 1) >> g->unit_shift;
+		uint64_t unit_hi = end >> g->unit_shift;
+		struct free_ctx fc = { .fs = fs, .inode = inode };
+		struct cfs_txn txn;
+		struct clear_ctx cc = { &txn, inode->ino };
+		int64_t now = now_ns();
+		uint64_t seq;
+
+		pthread_mutex_lock(&inode->lock);
+		if (cfs_fs_is_readonly(fs)) {
+			ret = -EROFS;
+			goto out_unlock;
+		}
+		cfs_txn_begin(&txn, fs->journal);
+		fc.txn = &txn;
+		if (unit_hi > unit_lo)
+			cfs_extent_unmap(inode->map, unit_lo, unit_hi - unit_lo, free_ctx_unmapped,
+					 &fc);
+		if (unit_hi > unit_lo) {
+			uint64_t lo_bytes = unit_lo << g->unit_shift;
+			uint64_t hi_bytes = unit_hi << g->unit_shift;
+
+			if (offset_bytes < lo_bytes)
+				ret = cfs_extent_mark_unwritten(inode->map, offset_bytes,
+								lo_bytes - offset_bytes,
+								clear_logged, &cc);
+			if (!ret && hi_bytes < end)
+				ret = cfs_extent_mark_unwritten(inode->map, hi_bytes,
+								end - hi_bytes, clear_logged, &cc);
+		} else {
+			ret = cfs_extent_mark_unwritten(inode->map, offset_bytes, length_bytes,
+							clear_logged, &cc);
+		}
+		/* Partial sectors at either end: the caller zeroes the bytes. */
+		zero_partial(fs, inode, offset_bytes, end, zero);
+		if ((end & (g->sector_bytes - 1)) &&
+		    (end & ~((uint64_t)g->sector_bytes - 1)) >= offset_bytes &&
+		    (end & ~((uint64_t)g->sector_bytes - 1)) != (offset_bytes & ~((uint64_t)g->sector_bytes - 1))) {
+			uint64_t tail = end & ~((uint64_t)g->sector_bytes - 1);
+
+			if (zero && zero->count < 2 && cfs_extent_sector_written(inode->map, tail)) {
+				struct cfs_extent_run run;
+
+				if (!cfs_extent_lookup(inode->map, tail, end - tail, &run) &&
+				    run.mapped) {
+					zero->device_offset_bytes[zero->count] =
+						run.device_offset_bytes;
+					zero->length_bytes[zero->count] = (uint32_t)(end - tail);
+					zero->count++;
+				}
+			}
+		}
+		atomic_store(&inode->mtime_ns, now);
+		atomic_store(&inode->ctime_ns, now);
+		txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+		seq = cfs_txn_end(&txn);
+		free_ctx_release(&fc, seq);
+		inode_quiesce(fs, inode);
+		zero_pin(inode, zero);
+out_unlock:
+		pthread_mutex_unlock(&inode->lock);
+	}
+out_put:
+	inode_put(inode);
+	return ret;
+}
+
+/* ---- the data path --------------------------------------------------------------------------- */
+
+int cfs_ns_open(struct cfs_fs *fs, uint64_t ino, struct cfs_inode **out)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+	} else {
+		inode_get(inode);
+		atomic_fetch_add(&inode->open_count, 1);
+		*out = inode;
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	uint32_t old = atomic_fetch_sub(&inode->open_count, 1);
+
+	CFS_FS_ASSERT(old >= 1);
+	if (old == 1) {
+		/* The data path drops its references before it replies. */
+		CFS_FS_ASSERT(atomic_load(&inode->inflight) == 0);
+		pthread_rwlock_wrlock(&ns->lock);
+		if (!(atomic_load(&inode->flags) & CFS_INODE_F_DELETED))
+			inode_maybe_delete(fs, inode);
+		pthread_rwlock_unlock(&ns->lock);
+	}
+	inode_put(inode);
+}
+
+void cfs_ns_io_begin(struct cfs_inode *inode)
+{
+	atomic_fetch_add(&inode->inflight, 1);
+}
+
+void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode)
+{
+	uint32_t old = atomic_fetch_sub(&inode->inflight, 1);
+
+	CFS_FS_ASSERT(old >= 1);
+	if (old == 1 && (atomic_load(&inode->flags) & CFS_INODE_F_DEFERRED)) {
+		pthread_mutex_lock(&inode->lock);
+		inode_quiesce(fs, inode);
+		pthread_mutex_unlock(&inode->lock);
+	}
+}
+
+int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			 uint64_t length_bytes)
+{
+	const struct cfs_extent_geom *g = &fs->geom;
+	uint64_t first = offset_bytes >> g->unit_shift;
+	uint64_t end_bytes = offset_bytes + length_bytes;
+	uint64_t last;
+	bool missing = false;
+
+	if (length_bytes == 0)
+		return 0;
+	if (end_bytes < offset_bytes || end_bytes > FILE_SIZE_MAX)
+		return -EFBIG;
+	CFS_FS_ASSERT(inode->map);
+	last = (end_bytes + g->unit_bytes - 1) >> g->unit_shift;
+	/* Lock-free fast path: everything mapped already (the common case). */
+	for (uint64_t fu = first; fu < last && !missing; fu++)
+		missing = cfs_extent_unit_get(inode->map, fu) < 0;
+	if (!missing)
+		return 0;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	return map_range(fs, inode, first, last);
+}
+
+void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+		       uint64_t length_bytes)
+{
+	uint64_t end = offset_bytes + length_bytes;
+	int64_t now = now_ns();
+
+	atomic_store(&inode->mtime_ns, now);
+	atomic_store(&inode->ctime_ns, now);
+	if (end > atomic_load(&inode->size_bytes)) {
+		pthread_mutex_lock(&inode->lock);
+		if (end > atomic_load(&inode->size_bytes))
+			atomic_store(&inode->size_bytes, end);
+		pthread_mutex_unlock(&inode->lock);
+	}
+	/* Logged by the committer after the flush that makes the data durable. */
+	atomic_fetch_or(&inode->flags, CFS_INODE_F_ATTR_DIRTY);
+	inode_queue(ns_of(fs), inode);
+}
+
+struct cfs_io_stats *cfs_ns_inode_stats(struct cfs_inode *inode)
+{
+	struct cfs_io_stats *stats = atomic_load(&inode->stats);
+	struct cfs_io_stats *fresh, *expect = NULL;
+
+	if (stats || !is_reg(inode))
+		return stats;
+	fresh = calloc(1, sizeof(*fresh));
+	if (!fresh)
+		return NULL;
+	cfs_io_stats_reset(fresh);
+	if (atomic_compare_exchange_strong(&inode->stats, &expect, fresh))
+		return fresh;
+	free(fresh);
+	return expect;
+}
+
+int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_bytes)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	struct cfs_txn txn;
+	int ret = 0;
+
+	if (page_size_bytes &&
+	    (page_size_bytes < 512 || page_size_bytes > (1u << 20) ||
+	     (page_size_bytes & (page_size_bytes - 1))))
+		return -EINVAL;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	pthread_mutex_lock(&inode->lock);
+	inode->page_size_bytes = page_size_bytes;
+	cfs_txn_begin(&txn, fs->journal);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+	cfs_txn_end(&txn);
+	pthread_mutex_unlock(&inode->lock);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes, int whence)
+{
+	uint64_t size = atomic_load(&inode->size_bytes);
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	if (!inode->map) {
+		if (offset_bytes >= size)
+			return -ENXIO;
+		return whence == SEEK_DATA ? (int64_t)offset_bytes : (int64_t)size;
+	}
+	if (whence == SEEK_DATA)
+		return cfs_extent_seek_data(inode->map, offset_bytes, size);
+	return cfs_extent_seek_hole(inode->map, offset_bytes, size);
+}
+
+/* ---- user xattrs ------------------------------------------------------------------------------- */
+
+static bool xattr_user(const char *name)
+{
+	return !strncmp(name, "user.", 5);
+}
+
+static struct cfs_xattr **xattr_find(struct cfs_inode *inode, const char *name, size_t length)
+{
+	struct cfs_xattr **link = &inode->xattrs;
+
+	for (; *link; link = &(*link)->next)
+		if ((*link)->name_length == length && !memcmp((*link)->data, name, length))
+			return link;
+	return NULL;
+}
+
+static struct cfs_xattr *xattr_new(const char *name, size_t name_length, const void *value,
+				   size_t value_length)
+{
+	struct cfs_xattr *x = malloc(sizeof(*x) + name_length + 1 + value_length);
+
+	if (!x)
+		return NULL;
+	x->next = NULL;
+	x->name_length = (uint32_t)name_length;
+	x->value_length = (uint32_t)value_length;
+	memcpy(x->data, name, name_length);
+	x->data[name_length] = '\0';
+	if (value_length && value)
+		memcpy(x->data + name_length + 1, value, value_length);
+	else if (value_length)
+		memset(x->data + name_length + 1, 0, value_length);
+	return x;
+}
+
+static inline void *xattr_value(struct cfs_xattr *x)
+{
+	return x->data + x->name_length + 1;
+}
+
+/* [inode lock] Replace or insert name's value. 0 or -ENOMEM. */
+static int xattr_put(struct cfs_inode *inode, const char *name, size_t name_length,
+		     const void *value, size_t value_length)
+{
+	struct cfs_xattr **link = xattr_find(inode, name, name_length);
+	struct cfs_xattr *x = xattr_new(name, name_length, value, value_length);
+
+	if (!x)
+		return -ENOMEM;
+	if (link) {
+		struct cfs_xattr *old = *link;
+
+		inode->xattr_bytes -= old->name_length + old->value_length;
+		x->next = old->next;
+		*link = x;
+		free(old);
+	} else {
+		x->next = inode->xattrs;
+		inode->xattrs = x;
+		inode->xattr_count++;
+	}
+	inode->xattr_bytes += (uint32_t)(name_length + value_length);
+	return 0;
+}
+
+static void xattr_drop(struct cfs_inode *inode, struct cfs_xattr **link)
+{
+	struct cfs_xattr *x = *link;
+
+	*link = x->next;
+	inode->xattr_count--;
+	inode->xattr_bytes -= x->name_length + x->value_length;
+	free(x);
+}
+
+/* Bytes of the name list (names + NULs) after setting name. */
+static size_t xattr_list_bytes(struct cfs_inode *inode)
+{
+	size_t n = 0;
+
+	for (struct cfs_xattr *x = inode->xattrs; x; x = x->next)
+		n += x->name_length + 1;
+	return n;
+}
+
+int cfs_ns_setxattr(struct cfs_fs *fs, uint64_t ino, const char *name, const void *value,
+		    size_t size, int flags)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	struct cfs_xattr **link;
+	struct cfs_txn txn;
+	size_t length = strnlen(name, CFS_XATTR_NAME_MAX + 1);
+	int ret = 0;
+
+	if (length > CFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (!xattr_user(name))
+		return -EOPNOTSUPP;
+	if (length == 5)
+		return -EINVAL; /* "user." alone */
+	if (size > CFS_XATTR_VALUE_MAX)
+		return -E2BIG;
+	if (flags & ~(CFS_XATTR_CREATE | CFS_XATTR_REPLACE))
+		return -EINVAL;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock_ns;
+	}
+	if (!is_reg(inode) && !is_dir(inode)) {
+		ret = -EPERM;
+		goto out_unlock_ns;
+	}
+	pthread_mutex_lock(&inode->lock);
+	link = xattr_find(inode, name, length);
+	if ((flags & CFS_XATTR_CREATE) && link) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if ((flags & CFS_XATTR_REPLACE) && !link) {
+		ret = -ENODATA;
+		goto out_unlock;
+	}
+	{
+		size_t old_bytes = link ? (*link)->name_length + (*link)->value_length : 0;
+		size_t list = xattr_list_bytes(inode) + (link ? 0 : length + 1);
+
+		if (inode->xattr_bytes - old_bytes + length + size > CFS_XATTR_TOTAL_MAX ||
+		    list > CFS_XATTR_LIST_MAX || !meta_room(fs)) {
+			ret = -ENOSPC;
+			goto out_unlock;
+		}
+	}
+	ret = xattr_put(inode, name, length, value, size);
+	if (ret)
+		goto out_unlock;
+	atomic_store(&inode->ctime_ns, now_ns());
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_xattr_set(&txn, inode->ino, name, (uint32_t)length, value, (uint32_t)size);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+	cfs_txn_end(&txn);
+out_unlock:
+	pthread_mutex_unlock(&inode->lock);
+out_unlock_ns:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+ssize_t cfs_ns_getxattr(struct cfs_fs *fs, uint64_t ino, const char *name, void *buf,
+			size_t buf_size)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	struct cfs_xattr **link;
+	size_t length = strnlen(name, CFS_XATTR_NAME_MAX + 1);
+	ssize_t ret;
+
+	if (length > CFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock_ns;
+	}
+	if (!xattr_user(name)) {
+		ret = -ENODATA;
+		goto out_unlock_ns;
+	}
+	pthread_mutex_lock(&inode->lock);
+	link = xattr_find(inode, name, length);
+	if (!link) {
+		ret = -ENODATA;
+	} else {
+		ret = (*link)->value_length;
+		if (buf_size >= (*link)->value_length && (*link)->value_length)
+			memcpy(buf, xattr_value(*link), (*link)->value_length);
+	}
+	pthread_mutex_unlock(&inode->lock);
+out_unlock_ns:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+ssize_t cfs_ns_listxattr(struct cfs_fs *fs, uint64_t ino, char *buf, size_t buf_size)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	ssize_t ret;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock_ns;
+	}
+	pthread_mutex_lock(&inode->lock);
+	ret = (ssize_t)xattr_list_bytes(inode);
+	if (buf_size >= (size_t)ret) {
+		char *p = buf;
+
+		for (struct cfs_xattr *x = inode->xattrs; x; x = x->next) {
+			memcpy(p, x->data, x->name_length + 1);
+			p += x->name_length + 1;
+		}
+	}
+	pthread_mutex_unlock(&inode->lock);
+out_unlock_ns:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+int cfs_ns_removexattr(struct cfs_fs *fs, uint64_t ino, const char *name)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	struct cfs_xattr **link;
+	struct cfs_txn txn;
+	size_t length = strnlen(name, CFS_XATTR_NAME_MAX + 1);
+	int ret = 0;
+
+	if (length > CFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (!xattr_user(name))
+		return -EOPNOTSUPP;
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock_ns;
+	}
+	pthread_mutex_lock(&inode->lock);
+	link = xattr_find(inode, name, length);
+	if (!link) {
+		ret = -ENODATA;
+		goto out_unlock;
+	}
+	xattr_drop(inode, link);
+	atomic_store(&inode->ctime_ns, now_ns());
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_xattr_remove(&txn, inode->ino, name, (uint32_t)length);
+	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+	cfs_txn_end(&txn);
+out_unlock:
+	pthread_mutex_unlock(&inode->lock);
+out_unlock_ns:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+/* ---- readdir and statfs -------------------------------------------------------------------------- */
+
+int cfs_ns_readdir(struct cfs_fs *fs, uint64_t ino, uint64_t offset, bool plus,
+		   cfs_ns_readdir_fn fn, void *arg)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *dir;
+	struct cfs_attr attr, *ap = plus ? &attr : NULL;
+	int ret, count = 0;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	ret = find_dir(ns, ino, &dir);
+	if (ret)
+		goto out_unlock;
+	if (offset < 1) {
+		if (plus) {
+			pthread_mutex_lock(&dir->lock);
+			fill_attr(fs, dir, &attr);
+			pthread_mutex_unlock(&dir->lock);
+		}
+		if (fn(arg, ".", 1, dir->ino, dir->mode, 1, ap))
+			goto out_done;
+		count++;
+		offset = 1;
+	}
+	if (offset < 2) {
+		struct cfs_inode *parent = table_find(ns, dir->parent_ino);
+
+		if (!parent)
+			parent = dir;
+		if (plus) {
+			pthread_mutex_lock(&parent->lock);
+			fill_attr(fs, parent, &attr);
+			pthread_mutex_unlock(&parent->lock);
+		}
+		if (fn(arg, "..", 2, parent->ino, parent->mode, 2, ap))
+			goto out_done;
+		count++;
+		offset = 2;
+	}
+	for (uint64_t i = order_search(dir->dir, offset); i < dir->dir->order_len; i++) {
+		struct cfs_dirent *d = dir->dir->order[i].dirent;
+		struct cfs_inode *inode;
+
+		if (!d)
+			continue;
+		inode = table_find(ns, d->ino);
+		if (!inode)
+			continue;
+		if (plus) {
+			pthread_mutex_lock(&inode->lock);
+			fill_attr(fs, inode, &attr);
+			pthread_mutex_unlock(&inode->lock);
+		}
+		if (fn(arg, d->name, d->name_length, d->ino, d->mode | (inode->mode & 07777),
+		       d->cookie, ap))
+			break;
+		if (plus)
+			atomic_fetch_add(&inode->nlookup, 1);
+		count++;
+	}
+out_done:
+	ret = count;
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_alloc_stat as;
+	uint64_t count;
+
+	cfs_alloc_stat(fs->alloc, &as);
+	pthread_rwlock_rdlock(&ns->lock);
+	count = ns->inode_count;
+	pthread_rwlock_unlock(&ns->lock);
+	st->block_bytes = fs->geom.unit_bytes;
+	st->blocks = as.total_units;
+	st->blocks_free = as.free_units + as.busy_units;
+	st->blocks_avail = st->blocks_free;
+	st->files = fs->inode_limit;
+	st->files_free = fs->inode_limit > count ? fs->inode_limit - count : 0;
+	st->name_max = CFS_NAME_MAX;
+}
+
+uint64_t cfs_ns_inode_count(struct cfs_fs *fs)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	uint64_t count;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	count = ns->inode_count;
+	pthread_rwlock_unlock(&ns->lock);
+	return count;
+}
+
+/* ---- committer and snapshot ----------------------------------------------------------------------- */
+
+struct capture_ctx {
+	struct cfs_txn	*txn;
+	uint64_t	ino;
+	uint8_t		*bits;			/* sectors_per_unit bits */
+};
+
+/* Log a dirty unit's written sectors as an OR: bits only ever get set
+ * outside the inode lock, and clears are logged by their own records. */
+static int capture_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct capture_ctx *c = arg;
+	struct cfs_jrec_written rec = { c->ino, v->file_unit, v->store_unit,
+					CFS_EXTENT_WS_OP_OR, 0, v->sector_count, NULL };
+
+	if (v->state == CFS_EXTENT_WS_NONE)
+		return 0;
+	if (v->state == CFS_EXTENT_WS_BITMAP) {
+		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
+		rec.bits = c->bits;
+	}
+	cfs_txn_written(c->txn, &rec);
+	return 0;
+}
+
+int cfs_ns_commit_capture(struct cfs_fs *fs)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode = atomic_exchange(&ns->dirty_head, NULL);
+	uint8_t *bits = malloc(fs->geom.sectors_per_unit / 8 + 1);
+
+	while (inode) {
+		struct cfs_inode *next = inode->dirty_next;
+		struct cfs_txn txn;
+		struct capture_ctx c = { &txn, inode->ino, bits };
+
+		/* Unqueue before capturing: what changes from now on queues again. */
+		atomic_fetch_and(&inode->flags, ~CFS_INODE_F_QUEUED);
+		pthread_mutex_lock(&inode->lock);
+		if (!(atomic_load(&inode->flags) & CFS_INODE_F_DELETED)) {
+			cfs_txn_begin(&txn, fs->journal);
+			if (inode->map && bits)
+				cfs_extent_collect_dirty(inode->map, capture_unit, &c);
+			else if (inode->map)
+				inode_queue(ns, inode); /* no memory now: next commit */
+			if (atomic_fetch_and(&inode->flags, ~CFS_INODE_F_ATTR_DIRTY) &
+			    CFS_INODE_F_ATTR_DIRTY)
+				txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+			cfs_txn_end(&txn);
+		}
+		inode_quiesce(fs, inode);
+		pthread_mutex_unlock(&inode->lock);
+		inode_put(inode);
+		inode = next;
+	}
+	free(bits);
+	return bits ? 0 : -ENOMEM;
+}
+
+struct snap_ctx {
+	struct cfs_snap_builder *sb;
+	uint64_t	ino;
+	uint8_t		*bits;
+	struct cfs_jrec_extent run;		/* pending EXTENT_MAP run */
+	int		ret;
+};
+
+static int snap_map_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct snap_ctx *c = arg;
+
+	if (c->run.count && c->run.file_unit + c->run.count == v->file_unit &&
+	    c->run.store_unit + c->run.count == v->store_unit) {
+		c->run.count++;
+		return 0;
+	}
+	if (c->run.count) {
+		c->ret = cfs_snap_extent(c->sb, &c->run);
+		if (c->ret)
+			return c->ret;
+	}
+	c->run = (struct cfs_jrec_extent){ c->ino, v->file_unit, v->store_unit, 1 };
+	return 0;
+}
+
+static int snap_written_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct snap_ctx *c = arg;
+	struct cfs_jrec_written rec = { c->ino, v->file_unit, v->store_unit,
+					CFS_EXTENT_WS_OP_SET, 0, v->sector_count, NULL };
+
+	if (v->state == CFS_EXTENT_WS_NONE)
+		return 0; /* a fresh mapping is unwritten */
+	if (v->state == CFS_EXTENT_WS_BITMAP) {
+		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
+		rec.bits = c->bits;
+	}
+	return cfs_snap_written(c->sb, &rec);
+}
+
+/* [ns_lock shared, inode lock] One inode's records: attributes, xattrs,
+ * mappings (runs), then written-state (after the mappings it refers to). */
+static int snap_inode(struct cfs_fs *fs, struct cfs_inode *inode, struct snap_ctx *c)
+{
+	struct cfs_jrec_inode rec;
+	int ret;
+
+	jrec_of(inode, &rec, true);
+	ret = cfs_snap_inode(c->sb, &rec);
+	for (struct cfs_xattr *x = inode->xattrs; x && !ret; x = x->next)
+		ret = cfs_snap_xattr(c->sb, inode->ino, x->data, x->name_length, xattr_value(x),
+				     x->value_length);
+	if (ret || !inode->map)
+		return ret;
+	c->ino = inode->ino;
+	c->run.count = 0;
+	c->ret = 0;
+	ret = cfs_extent_for_each(inode->map, snap_map_unit, c);
+	if (!ret && c->run.count)
+		ret = cfs_snap_extent(c->sb, &c->run);
+	if (!ret)
+		ret = cfs_extent_for_each(inode->map, snap_written_unit, c);
+	return ret;
+}
+
+int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct snap_ctx c = { .sb = sb };
+	struct cfs_jrec_fs_info info;
+	int ret;
+
+	c.bits = malloc(fs->geom.sectors_per_unit / 8 + 1);
+	if (!c.bits)
+		return -ENOMEM;
+	/* Shared: no entry moves while the tree is written out; attributes
+	 * and maps are consistent per inode under its lock. */
+	pthread_rwlock_rdlock(&ns->lock);
+	info = (struct cfs_jrec_fs_info){ ns->next_ino, ns->next_generation };
+	ret = cfs_snap_fs_info(sb, &info);
+	for (uint64_t b = 0; b < ns->table_size && !ret; b++)
+		for (struct cfs_inode *inode = ns->table[b]; inode && !ret;
+		     inode = inode->hash_next) {
+			pthread_mutex_lock(&inode->lock);
+			ret = snap_inode(fs, inode, &c);
+			pthread_mutex_unlock(&inode->lock);
+		}
+	/* Entries after every inode they name. */
+	for (uint64_t b = 0; b < ns->table_size && !ret; b++)
+		for (struct cfs_inode *inode = ns->table[b]; inode && !ret;
+		     inode = inode->hash_next) {
+			if (!inode->dir)
+				continue;
+			for (uint64_t i = 0; i < inode->dir->order_len && !ret; i++) {
+				struct cfs_dirent *d = inode->dir->order[i].dirent;
+				struct cfs_jrec_dirent rec;
+
+				if (!d)
+					continue;
+				rec = (struct cfs_jrec_dirent){ inode->ino, d->ino, d->cookie, d->mode,
+								d->name_length, d->name };
+				ret = cfs_snap_dirent_add(sb, &rec);
+			}
+		}
+	pthread_rwlock_unlock(&ns->lock);
+	free(c.bits);
+	return ret;
+}
+
+/* ---- replay ----------------------------------------------------------------------------------------- */
+
+int cfs_ns_apply_fs_info(struct cfs_fs *fs, const struct cfs_jrec_fs_info *rec)
+{
+	struct cfs_ns *ns = ns_of(fs);
+
+	if (rec->next_ino > ns->next_ino)
+		ns->next_ino = rec->next_ino;
+	if (rec->next_generation > ns->next_generation)
+		ns->next_generation = rec->next_generation;
+	return 0;
+}
+
+/* Take an inode out of the table and free it (replay and mount only). */
+static void replay_drop(struct cfs_ns *ns, struct cfs_inode *inode)
+{
+	table_remove(ns, inode);
+	atomic_fetch_or(&inode->flags, CFS_INODE_F_DELETED);
+	inode_put(inode);
+}
+
+int cfs_ns_apply_inode(struct cfs_fs *fs, const struct cfs_jrec_inode *rec, const char **why)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode = table_find(ns, rec->ino);
+	uint32_t type = rec->mode & S_IFMT;
+
+	if (rec->ino == 0 || rec->ino >= CFS_INODES_MAX * 4) {
+		*why = "inode record with an invalid inode number";
+		return -EUCLEAN;
+	}
+	if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK && type != S_IFIFO &&
+	    type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK) {
+		*why = "inode record with an invalid file type";
+		return -EUCLEAN;
+	}
+	if (rec->target_length > CFS_SYMLINK_MAX) {
+		*why = "symlink target longer than the maximum";
+		return -EUCLEAN;
+	}
+	/* The number was reused for another type: the old inode is gone. */
+	if (inode && (inode->mode & S_IFMT) != type) {
+		replay_drop(ns, inode);
+		inode = NULL;
+	}
+	if (!inode) {
+		inode = inode_new(fs, rec->ino, rec->generation, rec->mode);
+		if (!inode)
+			return -ENOMEM;
+		table_insert(ns, inode);
+	}
+	if (rec->target_length && !inode->symlink_target) {
+		inode->symlink_target = strndup(rec->target, rec->target_length);
+		if (!inode->symlink_target)
+			return -ENOMEM;
+	}
+	inode->generation = rec->generation;
+	inode->mode = rec->mode;
+	inode->nlink = rec->nlink;
+	inode->uid = rec->uid;
+	inode->gid = rec->gid;
+	inode->rdev = rec->rdev;
+	atomic_store(&inode->size_bytes, rec->size_bytes);
+	atomic_store(&inode->atime_ns, rec->atime_ns);
+	atomic_store(&inode->mtime_ns, rec->mtime_ns);
+	atomic_store(&inode->ctime_ns, rec->ctime_ns);
+	inode->page_size_bytes = rec->page_size_bytes;
+	if (type == S_IFDIR)
+		inode->parent_ino = rec->parent_ino;
+	if (rec->generation >= ns->next_generation)
+		ns->next_generation = rec->generation + 1;
+	return 0;
+}
+
+int cfs_ns_apply_inode_delete(struct cfs_fs *fs, uint64_t ino)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode = table_find(ns, ino);
+
+	if (inode)
+		replay_drop(ns, inode);
+	return 0;
+}
+
+/* Set name in dir to ino (replacing whatever it named). */
+static int replay_set_entry(struct cfs_ns *ns, uint64_t dir_ino, const char *name,
+			    uint32_t length, uint64_t ino, uint32_t mode, uint64_t cookie)
+{
+	struct cfs_inode *dir = table_find(ns, dir_ino);
+	struct cfs_inode *child;
+	struct cfs_dirent *d;
+
+	if (!dir || !dir->dir || length == 0 || length > CFS_NAME_MAX)
+		return 0;
+	d = dir_find(dir->dir, name, length);
+	if (d)
+		dir_remove(dir->dir, d);
+	child = table_find(ns, ino);
+	if (child && is_dir(child))
+		child->parent_ino = dir_ino;
+	return dir_add(dir->dir, name, length, ino, mode, cookie, NULL);
+}
+
+static void replay_remove_entry(struct cfs_ns *ns, uint64_t dir_ino, const char *name,
+				uint32_t length)
+{
+	struct cfs_inode *dir = table_find(ns, dir_ino);
+	struct cfs_dirent *d;
+
+	if (!dir || !dir->dir || length == 0 || length > CFS_NAME_MAX)
+		return;
+	d = dir_find(dir->dir, name, length);
+	if (d)
+		dir_remove(dir->dir, d);
+}
+
+int cfs_ns_apply_dirent_add(struct cfs_fs *fs, const struct cfs_jrec_dirent *rec)
+{
+	return replay_set_entry(ns_of(fs), rec->dir_ino, rec->name, rec->name_length, rec->ino,
+				rec->mode, rec->cookie ? rec->cookie : 0);
+}
+
+int cfs_ns_apply_dirent_remove(struct cfs_fs *fs, const struct cfs_jrec_dirent *rec)
+{
+	replay_remove_entry(ns_of(fs), rec->dir_ino, rec->name, rec->name_length);
+	return 0;
+}
+
+int cfs_ns_apply_rename(struct cfs_fs *fs, const struct cfs_jrec_rename *rec)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	int ret;
+
+	if (rec->flags & CFS_JREC_RENAME_EXCHANGE) {
+		ret = replay_set_entry(ns, rec->dst_dir, rec->dst_name, rec->dst_name_length,
+				       rec->src_ino, rec->src_mode, rec->dst_cookie);
+		if (!ret)
+			ret = replay_set_entry(ns, rec->src_dir, rec->src_name,
+					       rec->src_name_length, rec->dst_ino, rec->dst_mode,
+					       rec->src_cookie);
+		return ret;
+	}
+	replay_remove_entry(ns, rec->src_dir, rec->src_name, rec->src_name_length);
+	return replay_set_entry(ns, rec->dst_dir, rec->dst_name, rec->dst_name_length,
+				rec->src_ino, rec->src_mode, rec->dst_cookie);
+}
+
+int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_extent *rec,
+			const char **why)
+{
+	struct cfs_inode *inode = table_find(ns_of(fs), rec->ino);
+	int ret;
+
+	if (!inode || !inode->map)
+		return 0;
+	if (type == CFS_LOG_EXTENT_UNMAP) {
+		cfs_extent_unmap(inode->map, rec->file_unit, rec->count, NULL, NULL);
+		cfs_extent_quiesce(inode->map);
+		return 0;
+	}
+	ret = cfs_extent_map_units(inode->map, rec->file_unit, rec->store_unit, rec->count);
+	if (ret == -EEXIST) {
+		/* The snapshot is newer than this record: the absolute mapping
+		 * wins now, later records restore the newer one. */
+		for (uint64_t i = 0; i < rec->count; i++) {
+			int64_t su = cfs_extent_unit_get(inode->map, rec->file_unit + i);
+
+			if (su >= 0 && (uint64_t)su != rec->store_unit + i)
+				cfs_extent_unmap(inode->map, rec->file_unit + i, 1, NULL, NULL);
+		}
+		cfs_extent_quiesce(inode->map);
+		ret = cfs_extent_map_units(inode->map, rec->file_unit, rec->store_unit,
+					   rec->count);
+	}
+	if (ret == -EFBIG || ret == -ERANGE) {
+		*why = ret == -EFBIG ? "mapping beyond the largest file"
+				     : "mapping to a unit beyond the data region";
+		return -EUCLEAN;
+	}
+	return ret;
+}
+
+int cfs_ns_apply_written(struct cfs_fs *fs, const struct cfs_jrec_written *rec, const char **why)
+{
+	struct cfs_inode *inode = table_find(ns_of(fs), rec->ino);
+	int ret;
+
+	if (!inode || !inode->map)
+		return 0;
+	ret = cfs_extent_apply_ws(inode->map, rec->file_unit, rec->store_unit, rec->op,
+				  rec->first_sector, rec->sector_count, rec->bits);
+	if (ret == -EINVAL) {
+		*why = "written-state record beyond its unit";
+		return -EUCLEAN;
+	}
+	return ret;
+}
+
+int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
+		       const char **why)
+{
+	struct cfs_inode *inode = table_find(ns_of(fs), rec->ino);
+	struct cfs_xattr **link;
+
+	if (rec->name_length == 0 || rec->name_length > CFS_XATTR_NAME_MAX) {
+		*why = "xattr record with an invalid name length";
+		return -EUCLEAN;
+	}
+	if (!inode)
+		return 0;
+	link = xattr_find(inode, rec->name, rec->name_length);
+	if (type == CFS_LOG_XATTR_REMOVE) {
+		if (link)
+			xattr_drop(inode, link);
+		return 0;
+	}
+	if (rec->value_length > CFS_XATTR_VALUE_MAX || rec->offset > rec->value_length ||
+	    rec->chunk_length > rec->value_length - rec->offset) {
+		*why = "xattr record piece outside its value";
+		return -EUCLEAN;
+	}
+	if (rec->offset == 0) {
+		int ret = xattr_put(inode, rec->name, rec->name_length, NULL, rec->value_length);
+
+		if (ret)
+			return ret;
+		link = xattr_find(inode, rec->name, rec->name_length);
+	}
+	/* A later piece without its first: the transaction rules make that
+	 * impossible; ignore rather than guess. */
+	if (!link || (*link)->value_length != rec->value_length)
+		return 0;
+	if (rec->chunk_length)
+		memcpy((char *)xattr_value(*link) + rec->offset, rec->chunk, rec->chunk_length);
+	return 0;
+}
+
+/* ---- mount --------------------------------------------------------------------------------------- */
+
+struct reserve_ctx {
+	struct cfs_fs	*fs;
+	uint64_t	first;
+	uint64_t	count;
+	int		ret;
+};
+
+static int reserve_flush(struct reserve_ctx *c)
+{
+	int ret = 0;
+
+	if (c->count)
+		ret = cfs_alloc_reserve(c->fs->alloc, c->first, c->count);
+	c->count = 0;
+	return ret;
+}
+
+static int reserve_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct reserve_ctx *c = arg;
+
+	if (c->count && c->first + c->count == v->store_unit) {
+		c->count++;
+		return 0;
+	}
+	c->ret = reserve_flush(c);
+	c->first = v->store_unit;
+	c->count = 1;
+	return c->ret;
+}
+
+/* Every inode of the table into a malloc'ed array (ns_lock held). */
+static struct cfs_inode **table_list(struct cfs_ns *ns, uint64_t *count)
+{
+	struct cfs_inode **list = malloc((ns->inode_count + 1) * sizeof(*list));
+	uint64_t n = 0;
+
+	if (!list)
+		return NULL;
+	for (uint64_t b = 0; b < ns->table_size; b++)
+		for (struct cfs_inode *inode = ns->table[b]; inode; inode = inode->hash_next)
+			list[n++] = inode;
+	*count = n;
+	return list;
+}
+
+static int ino_cmp(const void *a, const void *b)
+{
+	const struct cfs_inode *x = *(struct cfs_inode *const *)a;
+	const struct cfs_inode *y = *(struct cfs_inode *const *)b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode **list = NULL, *root;
+	uint64_t count = 0, dangling = 0, orphans = 0;
+	struct cfs_txn txn;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&ns->lock);
+	root = table_find(ns, CFS_ROOT_INO);
+	if (root && !is_dir(root)) {
+		*why = "the root inode is not a directory";
+		ret = -EUCLEAN;
+		goto out_unlock;
+	}
+	if (!root) {
+		/* A fresh store: mkchunkfs writes an empty snapshot. */
+		root = inode_new(fs, CFS_ROOT_INO, ns->next_generation++,
+				 S_IFDIR | (fs->opts.root_mode ? fs->opts.root_mode & 07777 : 0755));
+		if (!root) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+		root->nlink = 2;
+		root->uid = fs->opts.root_uid;
+		root->gid = fs->opts.root_gid;
+		root->parent_ino = CFS_ROOT_INO;
+		atomic_store(&root->atime_ns, now_ns());
+		atomic_store(&root->mtime_ns, atomic_load(&root->atime_ns));
+		atomic_store(&root->ctime_ns, atomic_load(&root->atime_ns));
+		table_insert(ns, root);
+		cfs_txn_begin(&txn, fs->journal);
+		txn_inode(&txn, CFS_LOG_INODE_CREATE, root);
+		cfs_txn_end(&txn);
+	}
+	root->parent_ino = CFS_ROOT_INO;
+
+	list = table_list(ns, &count);
+	if (!list) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	qsort(list, count, sizeof(*list), ino_cmp);
+	/* 1. Rebuild the allocator from the maps; a unit mapped twice is
+	 *    corruption the mount must not paper over. */
+	for (uint64_t i = 0; i < count; i++) {
+		struct reserve_ctx c = { fs, 0, 0, 0 };
+
+		if (!list[i]->map)
+			continue;
+		ret = cfs_extent_for_each(list[i]->map, reserve_unit, &c);
+		if (!ret)
+			ret = reserve_flush(&c);
+		if (ret == -EEXIST) {
+			*why = "a data unit is mapped by two files (or twice by one)";
+			ret = -EUCLEAN;
+		} else if (ret == -ERANGE) {
+			*why = "a file maps a unit beyond the data region";
+			ret = -EUCLEAN;
+		}
+		if (ret)
+			goto out_free;
+	}
+	/* 2. Entries naming inodes that do not exist (never expected: every
+	 *    change is one transaction) are dropped, and the drop logged. */
+	for (uint64_t i = 0; i < count; i++) {
+		struct cfs_dir *dir = list[i]->dir;
+
+		for (uint64_t k = 0; dir && k < dir->order_len; k++) {
+			struct cfs_dirent *d = dir->order[k].dirent;
+
+			if (!d || table_find(ns, d->ino))
+				continue;
+			cfs_txn_begin(&txn, fs->journal);
+			cfs_txn_dirent_remove(&txn, list[i]->ino, d->name, d->name_length);
+			cfs_txn_end(&txn);
+			dir_remove(dir, d);
+			dangling++;
+		}
+	}
+	if (dangling)
+		cfs_fs_log(fs, "removed %llu directory entries naming missing inodes",
+			   (unsigned long long)dangling);
+	/* 3. Orphans: inodes without links left by a crash while they were
+	 *    open. Read-only mounts keep them (inode_maybe_delete refuses). */
+	for (uint64_t i = 0; i < count; i++) {
+		if (list[i]->nlink != 0 || list[i]->ino == CFS_ROOT_INO || fs->mounted_ro)
+			continue;
+		inode_maybe_delete(fs, list[i]);
+		orphans++;
+	}
+	if (orphans)
+		cfs_fs_log(fs, "freed %llu orphan inodes", (unsigned long long)orphans);
+out_free:
+	free(list);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+/* ---- dump ------------------------------------------------------------------------------------------- */
+
+static int dump_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	FILE *f = arg;
+
+	fprintf(f, "  unit %llu -> %llu ", (unsigned long long)v->file_unit,
+		(unsigned long long)v->store_unit);
+	if (v->state == CFS_EXTENT_WS_NONE) {
+		fputs("none\n", f);
+	} else if (v->state == CFS_EXTENT_WS_ALL) {
+		fputs("all\n", f);
+	} else {
+		for (uint32_t w = 0; w < (v->sector_count + 63) / 64; w++)
+			fprintf(f, "%016llx", (unsigned long long)atomic_load(&v->bits[w]));
+		fputc('\n', f);
+	}
+	return 0;
+}
+
+static int dirent_cmp(const void *a, const void *b)
+{
+	const struct cfs_dirent *x = *(struct cfs_dirent *const *)a;
+	const struct cfs_dirent *y = *(struct cfs_dirent *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+static int xattr_cmp(const void *a, const void *b)
+{
+	const struct cfs_xattr *x = *(struct cfs_xattr *const *)a;
+	const struct cfs_xattr *y = *(struct cfs_xattr *const *)b;
+
+	return strcmp(x->data, y->data);
+}
+
+char *cfs_ns_dump(struct cfs_fs *fs)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode **list;
+	uint64_t count = 0;
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+
+	if (!f)
+		return NULL;
+	pthread_rwlock_rdlock(&ns->lock);
+	list = table_list(ns, &count);
+	if (!list)
+		goto out_unlock;
+	qsort(list, count, sizeof(*list), ino_cmp);
+	for (uint64_t i = 0; i < count; i++) {
+		struct cfs_inode *inode = list[i];
+
+		pthread_mutex_lock(&inode->lock);
+		fprintf(f, "inode %llu gen %llu mode %o nlink %u uid %u gid %u rdev %llu size %llu "
+			   "mtime %lld ctime %lld page %u parent %llu\n",
+			(unsigned long long)inode->ino, (unsigned long long)inode->generation,
+			inode->mode, inode->nlink, inode->uid, inode->gid,
+			(unsigned long long)inode->rdev,
+			(unsigned long long)atomic_load(&inode->size_bytes),
+			(long long)atomic_load(&inode->mtime_ns),
+			(long long)atomic_load(&inode->ctime_ns), inode->page_size_bytes,
+			(unsigned long long)(is_dir(inode) ? inode->parent_ino : 0));
+		if (inode->symlink_target)
+			fprintf(f, "  target %s\n", inode->symlink_target);
+		if (inode->xattr_count) {
+			struct cfs_xattr **xs = malloc(inode->xattr_count * sizeof(*xs));
+			uint32_t n = 0;
+
+			for (struct cfs_xattr *x = inode->xattrs; xs && x; x = x->next)
+				xs[n++] = x;
+			if (xs)
+				qsort(xs, n, sizeof(*xs), xattr_cmp);
+			for (uint32_t k = 0; xs && k < n; k++) {
+				fprintf(f, "  xattr %s =", xs[k]->data);
+				for (uint32_t b = 0; b < xs[k]->value_length; b++)
+					fprintf(f, "%02x", ((uint8_t *)xattr_value(xs[k]))[b]);
+				fputc('\n', f);
+			}
+			free(xs);
+		}
+		if (inode->map)
+			cfs_extent_for_each(inode->map, dump_unit, f);
+		if (inode->dir && inode->dir->entry_count) {
+			struct cfs_dirent **ds = malloc(inode->dir->entry_count * sizeof(*ds));
+			uint64_t n = 0;
+
+			for (uint64_t k = 0; ds && k < inode->dir->order_len; k++)
+				if (inode->dir->order[k].dirent)
+					ds[n++] = inode->dir->order[k].dirent;
+			if (ds)
+				qsort(ds, n, sizeof(*ds), dirent_cmp);
+			for (uint64_t k = 0; ds && k < n; k++)
+				fprintf(f, "  entry %s -> %llu cookie %llu type %o\n", ds[k]->name,
+					(unsigned long long)ds[k]->ino,
+					(unsigned long long)ds[k]->cookie, ds[k]->mode);
+			free(ds);
+		}
+		pthread_mutex_unlock(&inode->lock);
+	}
+	free(list);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	fclose(f);
+	return text;
+}
