@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * daemon.h — what main.c, ops.c and data.c share: the mount-wide state of one
+ * chunkfs daemon, the FUSE ops table and the logging entry point.
+ *
+ * Private to the FUSE side of the daemon. The metadata modules (alloc,
+ * extent, namespace, journal) never include it: they know nothing of FUSE.
+ */
+#ifndef CFS_DAEMON_H
+#define CFS_DAEMON_H
+
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cfs_fs;
+struct cfs_io;
+struct cfs_io_geometry;
+struct cfs_loop;
+
+/*
+ * Kernel cache lifetimes. Every change to the namespace goes through this
+ * mount (there is no second writer behind the kernel's back, unlike a network
+ * filesystem), and the kernel updates its own dentries and attributes for
+ * the operations it sends us (create, unlink, rename, setattr, and i_size on
+ * writes), so long lifetimes are correct and save a LOOKUP/GETATTR round trip
+ * per path walk and stat. Negative entries are cached as long: a database
+ * probing for files that do not exist gets its ENOENT from the dcache.
+ */
+#define CFS_ENTRY_TIMEOUT_S	3600.0
+#define CFS_ATTR_TIMEOUT_S	3600.0
+
+/* Largest FUSE request and reply payload: FUSE max_write / max_pages. */
+#define CFS_MAX_WRITE_BYTES	(1u << 20)
+/* The kernel's limit of asynchronous requests in flight per mount (default
+ * 12) and where it starts throttling: asynchronous direct I/O from the
+ * database counts there, so a low limit caps its queue depth. */
+#define CFS_MAX_BACKGROUND	256u
+#define CFS_CONGESTION_THRESHOLD 192u
+
+struct cfs_daemon {
+	struct fuse_session *se;
+	struct cfs_fs *fs;
+	struct cfs_io *io;
+	const struct cfs_io_geometry *geo;
+	bool ram;			/* the RAM temp mount */
+	bool read_only;
+	uint32_t dio_align_bytes;	/* RAM: O_DIRECT alignment enforced; else 0 */
+	unsigned loop_count;
+	struct cfs_loop **loops;
+};
+
+/* The one daemon of this process (FUSE userdata points at it too). */
+extern struct cfs_daemon cfs_daemon;
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops cfs_ll_ops;
+/* Reply to req with -err (err < 0), the one place -errno becomes a FUSE
+ * reply; data.c uses it for asynchronous completions. */
+void cfs_reply_err(fuse_req_t req, int err);
+/* Reply to a GETATTR/SETATTR with attr and the attribute timeout. */
+struct cfs_attr;
+void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr);
+
+#endif /* CFS_DAEMON_H */

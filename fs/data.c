@@ -1,0 +1,905 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * data.c — the asynchronous data path: FUSE READ and WRITE (and the zeroing
+ * of cut sectors for truncate and punch) become iopath requests on the
+ * calling event loop's queue; the completions reply. No thread waits for the
+ * device, and a request takes no lock when its units are mapped.
+ *
+ * One request = one context from the loop's fixed pool (never malloc'ed per
+ * request) with up to PARTS_PER_ROUND iopath requests ("parts"). A request
+ * that needs more parts (a read over many discontiguous runs) goes in rounds:
+ * the next round is prepared when the previous one completed.
+ *
+ * READ: the range (clipped at EOF) is widened to the I/O granule (logical
+ * sector and memory alignment of the target) and read into one buffer from
+ * the queue's arena. Holes and unwritten sectors are recorded in the
+ * context's zero map and zero-filled at the end, without I/O; mapped runs
+ * with written sectors are read from the device in one part per run (the
+ * unwritten sectors inside a run are read too, then zeroed: the zero map is
+ * a snapshot of the written-state taken before the read, so a sector that
+ * was unwritten then is never shown with whatever the device holds).
+ *
+ * WRITE: missing units are allocated first (cfs_ns_map_for_write: the inode
+ * mutex, once per unit), the payload is copied from libfuse's receive buffer
+ * (80 bytes into a malloc'ed block: unaligned for O_DIRECT) into an arena
+ * buffer at the same offset modulo the granule, and each mapped run becomes
+ * up to three parts: a read-modify-write for a partial head granule, plain
+ * aligned writes for the middle, a read-modify-write for a partial tail. The
+ * RMW asks, under its range lock, whether an edge sector was ever written,
+ * and starts from zeros instead of reading it if not (the device may hold a
+ * previous owner's bytes); it marks the sectors written before it releases
+ * the lock, so a waiting RMW of the same sector sees them written. Plain
+ * parts mark their sectors written on completion. Then the size and mtime
+ * change in memory (cfs_ns_write_done; logged by the next commit) and the
+ * reply goes out.
+ *
+ * Lifetime: every request holds an I/O reference on its inode
+ * (cfs_ns_io_begin before the first map lookup, cfs_ns_io_end after the last
+ * mark), so units are not freed and handed to another file while our I/O is
+ * in flight (fs/extent.h).
+ *
+ * Threads: a context belongs to the loop that received its request; only
+ * that loop touches its arena and its pool. A part can complete on another
+ * loop (a write parked behind a range lock is resumed by whoever released
+ * it): the last part's completion then hands the context back through the
+ * owner's lock-free remote list and eventfd.
+ *
+ * What this file does not do: metadata commits (fsync is ops.c + journal),
+ * allocation policy (namespace), alignment of the device (iopath checks it).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "fs/data.h"
+#include "fs/fs.h"
+#include "iopath/iopath.h"
+
+#define PARTS_PER_ROUND		8u
+/* Granularity of the read zero map: every logical sector size is a multiple. */
+#define ZMAP_GRAIN_BYTES	512u
+#define BUF_MAX_BYTES		(CFS_IO_LENGTH_MAX + 2u * CFS_IO_SECTOR_MAX)
+#define ZMAP_WORDS		((BUF_MAX_BYTES / ZMAP_GRAIN_BYTES + 63u) / 64u)
+#define WORK_ROUNDS_MAX		8
+
+_Static_assert(CFS_MAX_WRITE_BYTES <= CFS_IO_LENGTH_MAX,
+	       "a FUSE request must fit one iopath buffer");
+
+enum ctx_op { OP_READ = 1, OP_WRITE, OP_ZERO };
+
+struct ctx;
+
+struct part {
+	struct cfs_io_rmw rmw;		/* rmw.req is also the plain request */
+	struct ctx *ctx;
+	uint64_t file_offset_bytes;	/* file offset of rmw.req.offset_bytes */
+	bool is_rmw;
+	struct part *retry_next;
+};
+
+struct ctx {
+	struct cfs_loop *owner;
+	fuse_req_t req;
+	struct cfs_inode *inode;	/* holds an I/O reference while set */
+	struct cfs_extent_map *map;
+	struct cfs_io_stats *stats;
+	uint8_t op;
+	bool device_io;			/* some part went to the device */
+	bool buf_heap;
+	uint64_t offset_bytes;		/* the FUSE request */
+	uint32_t length_bytes;
+	uint64_t base_bytes;		/* file offset that buf[0] stands for */
+	uint64_t cursor_bytes;		/* next file offset to prepare */
+	uint64_t end_bytes;		/* end of the range to prepare */
+	uint8_t *buf;
+	uint32_t buf_bytes;
+	uint64_t start_ns;
+	unsigned nparts;		/* parts of this round */
+	atomic_uint pending;		/* parts not yet completed (+1 while queueing) */
+	atomic_int error;		/* first -errno of any part */
+	struct cfs_attr attr;		/* OP_ZERO for setattr: the reply; ino 0: none */
+	uint64_t zmap[ZMAP_WORDS];	/* OP_READ: grains that read as zeros */
+	struct ctx *next;		/* free list, ready list, remote list */
+	struct part parts[PARTS_PER_ROUND];
+};
+
+struct cfs_loop {
+	struct cfs_daemon *d;
+	unsigned index;
+	struct cfs_ioq *q;
+	int queue_fd;
+	int remote_fd;
+	struct fuse_buf fbuf;		/* libfuse's receive buffer, reused */
+	struct ctx *pool;
+	struct ctx *free;
+	unsigned free_count;
+	struct ctx *ready;		/* rounds completed on this thread */
+	_Atomic(struct ctx *) remote;	/* rounds completed on other threads */
+	struct part *retry_head;	/* parts that found the queue or bounce pool full */
+	struct part *retry_tail;
+	uint32_t granule_bytes;		/* I/O alignment: sector and memory */
+	uint64_t heap_buffers;		/* arena exhausted: aligned heap buffer used */
+};
+
+static __thread struct cfs_loop *tls_loop;
+static const uint8_t zero_sector[CFS_IO_SECTOR_MAX] __attribute__((aligned(4096)));
+
+static inline uint64_t align_down(uint64_t v, uint64_t a)
+{
+	return v / a * a;
+}
+
+static inline uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* ---- contexts and buffers -------------------------------------------------- */
+
+static struct ctx *ctx_get(struct cfs_loop *l)
+{
+	struct ctx *c = l->free;
+
+	if (!c)
+		return NULL;
+	l->free = c->next;
+	l->free_count--;
+	c->next = NULL;
+	return c;
+}
+
+static void ctx_put(struct cfs_loop *l, struct ctx *c)
+{
+	if (c->buf) {
+		if (c->buf_heap)
+			free(c->buf);
+		else
+			cfs_ioq_buf_put(l->q, c->buf);
+		c->buf = NULL;
+	}
+	c->inode = NULL;
+	c->req = NULL;
+	c->next = l->free;
+	l->free = c;
+	l->free_count++;
+}
+
+static int ctx_buf(struct cfs_loop *l, struct ctx *c, uint32_t bytes)
+{
+	c->buf_bytes = bytes;
+	c->buf_heap = false;
+	c->buf = cfs_ioq_buf_get(l->q, bytes);
+	if (c->buf)
+		return 0;
+	/* More large requests in flight than the arena holds: an aligned heap
+	 * buffer keeps the request going (a non-fixed operation, slower). */
+	if (posix_memalign((void **)&c->buf, 4096, bytes)) {
+		c->buf = NULL;
+		return -ENOMEM;
+	}
+	c->buf_heap = true;
+	l->heap_buffers++;
+	return 0;
+}
+
+/* Start a context for a request on inode: I/O reference taken. */
+static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inode *inode,
+			     uint8_t op)
+{
+	struct ctx *c = ctx_get(l);
+
+	/* main.c only receives a request when a context is free, and every
+	 * request takes at most one. */
+	CFS_FS_ASSERT(c);
+	c->owner = l;
+	c->req = req;
+	c->inode = inode;
+	c->map = inode ? inode->map : NULL;
+	c->stats = inode ? cfs_ns_inode_stats(inode) : NULL;
+	c->op = op;
+	c->device_io = false;
+	c->buf = NULL;
+	c->nparts = 0;
+	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
+	c->attr.ino = 0;
+	c->start_ns = cfs_now_ns();
+	if (inode)
+		cfs_ns_io_begin(inode);
+	return c;
+}
+
+/* ---- completion ------------------------------------------------------------- */
+
+static void zmap_set(struct ctx *c, uint64_t offset_bytes, uint64_t length_bytes)
+{
+	uint64_t first = (offset_bytes - c->base_bytes) / ZMAP_GRAIN_BYTES;
+	uint64_t last = (offset_bytes + length_bytes - c->base_bytes + ZMAP_GRAIN_BYTES - 1) /
+			ZMAP_GRAIN_BYTES;
+
+	CFS_FS_ASSERT(offset_bytes >= c->base_bytes && last <= ZMAP_WORDS * 64u);
+	for (uint64_t g = first; g < last; g++)
+		c->zmap[g / 64] |= 1ull << (g % 64);
+}
+
+static void zmap_apply(struct ctx *c)
+{
+	uint64_t grains = c->buf_bytes / ZMAP_GRAIN_BYTES;
+	uint64_t g = 0;
+
+	while (g < grains) {
+		uint64_t run;
+
+		if (!(c->zmap[g / 64] & (1ull << (g % 64)))) {
+			g++;
+			continue;
+		}
+		for (run = 1; g + run < grains &&
+			      (c->zmap[(g + run) / 64] & (1ull << ((g + run) % 64))); run++)
+			;
+		memset(c->buf + g * ZMAP_GRAIN_BYTES, 0, run * ZMAP_GRAIN_BYTES);
+		g += run;
+	}
+}
+
+static void ctx_finish(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_fs *fs = l->d->fs;
+	int err = atomic_load_explicit(&c->error, memory_order_acquire);
+
+	if (c->op == OP_WRITE && !err)
+		cfs_ns_write_done(fs, c->inode, c->offset_bytes, c->length_bytes);
+	if (c->op == OP_READ && !c->device_io && c->stats)
+		cfs_io_stats_record(c->stats, CFS_IO_READ, err ? err : (int)c->length_bytes,
+				    cfs_now_ns() - c->start_ns);
+	/* The last mark_written is done: the units may go. */
+	if (c->inode)
+		cfs_ns_io_end(fs, c->inode);
+
+	if (err) {
+		cfs_reply_err(c->req, err);
+	} else if (c->op == OP_READ) {
+		zmap_apply(c);
+		fuse_reply_buf(c->req, (char *)c->buf + (c->offset_bytes - c->base_bytes),
+			       c->length_bytes);
+	} else if (c->op == OP_WRITE) {
+		fuse_reply_write(c->req, c->length_bytes);
+	} else if (c->attr.ino) {
+		cfs_reply_attr(c->req, &c->attr);
+	} else {
+		fuse_reply_err(c->req, 0);
+	}
+	ctx_put(l, c);
+}
+
+static void round_done(struct ctx *c)
+{
+	struct cfs_loop *owner = c->owner;
+
+	if (tls_loop == owner) {
+		c->next = owner->ready;
+		owner->ready = c;
+		return;
+	}
+	/* Another loop ran our last completion (a write resumed from a range
+	 * lock): hand the context back; only the owner touches its arena. */
+	struct ctx *head = atomic_load_explicit(&owner->remote, memory_order_relaxed);
+	uint64_t one = 1;
+
+	do
+		c->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&owner->remote, &head, c,
+						      memory_order_release,
+						      memory_order_relaxed));
+	if (write(owner->remote_fd, &one, sizeof(one)) != sizeof(one)) {
+		/* the counter is far from overflowing; nothing else can fail */
+	}
+}
+
+static void part_end(struct part *p, int res)
+{
+	struct ctx *c = p->ctx;
+
+	if (res < 0) {
+		int zero = 0;
+
+		atomic_compare_exchange_strong(&c->error, &zero, res);
+	}
+	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
+		round_done(c);
+}
+
+/* Mark a written device range [device_offset, +length) of part p written. */
+static int part_mark(struct part *p, uint64_t device_offset_bytes, uint64_t length_bytes)
+{
+	uint64_t file_offset = p->file_offset_bytes +
+			       (device_offset_bytes - p->rmw.req.offset_bytes);
+	int ret = cfs_extent_mark_written(p->ctx->map, file_offset, length_bytes,
+					  device_offset_bytes);
+
+	return ret < 0 ? ret : 0;
+}
+
+static void part_done(struct cfs_io_req *req, int res)
+{
+	struct part *p = req->cookie;
+
+	/* Plain writes mark their sectors here; read-modify-writes did it in
+	 * part_rmw_written(), under their range lock. */
+	if (res >= 0 && p->ctx->op == OP_WRITE && !p->is_rmw)
+		res = part_mark(p, req->offset_bytes, req->length_bytes);
+	part_end(p, res);
+}
+
+/* RMW hook: is the edge sector at device offset sector_offset_bytes unwritten?
+ * Asked under the range lock, before it would be read. */
+static bool part_rmw_unwritten(struct cfs_io_rmw *rmw, uint64_t sector_offset_bytes)
+{
+	struct part *p = (struct part *)rmw;
+	uint64_t file_offset = p->file_offset_bytes + (sector_offset_bytes - rmw->req.offset_bytes);
+
+	return !cfs_extent_sector_written(p->ctx->map, file_offset);
+}
+
+/* RMW hook: the merged cover was written back; still under the range lock. */
+static void part_rmw_written(struct cfs_io_rmw *rmw, int res)
+{
+	struct part *p = (struct part *)rmw;
+
+	if (res >= 0 && p->ctx->op == OP_WRITE) {
+		res = part_mark(p, rmw->cover_offset_bytes, rmw->cover_length_bytes);
+		if (res < 0) {
+			int zero = 0;
+
+			atomic_compare_exchange_strong(&p->ctx->error, &zero, res);
+		}
+	}
+}
+
+/* ---- queueing ----------------------------------------------------------------- */
+
+static int part_queue(struct cfs_loop *l, struct part *p)
+{
+	return p->is_rmw ? cfs_io_rmw_start(l->q, &p->rmw) : cfs_ioq_queue(l->q, &p->rmw.req);
+}
+
+static void part_submit(struct cfs_loop *l, struct part *p)
+{
+	int ret;
+
+	p->retry_next = NULL;
+	if (l->retry_head) {		/* keep order behind earlier retries */
+		l->retry_tail->retry_next = p;
+		l->retry_tail = p;
+		return;
+	}
+	ret = part_queue(l, p);
+	if (ret == -EBUSY) {
+		l->retry_head = l->retry_tail = p;
+		return;
+	}
+	if (ret < 0)
+		part_end(p, ret);
+}
+
+static void retry_parts(struct cfs_loop *l)
+{
+	while (l->retry_head) {
+		struct part *p = l->retry_head;
+		int ret = part_queue(l, p);
+
+		if (ret == -EBUSY)
+			return;
+		l->retry_head = p->retry_next;
+		if (!l->retry_head)
+			l->retry_tail = NULL;
+		if (ret < 0)
+			part_end(p, ret);
+	}
+}
+
+static struct part *part_new(struct ctx *c, uint8_t op, uint64_t file_offset_bytes,
+			     uint64_t device_offset_bytes, uint32_t length_bytes, void *buf,
+			     bool rmw)
+{
+	struct part *p = &c->parts[c->nparts++];
+
+	CFS_FS_ASSERT(c->nparts <= PARTS_PER_ROUND);
+	memset(&p->rmw, 0, sizeof(p->rmw));
+	p->ctx = c;
+	p->is_rmw = rmw;
+	p->file_offset_bytes = file_offset_bytes;
+	p->rmw.req.offset_bytes = device_offset_bytes;
+	p->rmw.req.length_bytes = length_bytes;
+	p->rmw.req.op = op;
+	p->rmw.req.buf = buf;
+	p->rmw.req.stats = c->stats;
+	p->rmw.req.done = part_done;
+	p->rmw.req.cookie = p;
+	if (rmw && op == CFS_IO_WRITE && c->op == OP_WRITE) {
+		p->rmw.edge_unwritten = part_rmw_unwritten;
+		p->rmw.written = part_rmw_written;
+	}
+	c->device_io = true;
+	return p;
+}
+
+/* ---- preparing rounds ------------------------------------------------------------ */
+
+static int prepare_read(struct cfs_loop *l, struct ctx *c)
+{
+	uint32_t g = l->granule_bytes;
+
+	while (c->cursor_bytes < c->end_bytes && c->nparts < PARTS_PER_ROUND) {
+		struct cfs_extent_run run;
+		uint64_t pos, run_end, first = UINT64_MAX, last = 0, start, stop;
+		int ret;
+
+		ret = cfs_extent_lookup(c->map, c->cursor_bytes, c->end_bytes - c->cursor_bytes,
+					&run);
+		if (ret)
+			return ret;
+		run_end = c->cursor_bytes + run.length_bytes;
+		if (!run.mapped) {
+			zmap_set(c, c->cursor_bytes, run.length_bytes);
+			c->cursor_bytes = run_end;
+			continue;
+		}
+		/* Snapshot the written-state of the run into the zero map. */
+		for (pos = c->cursor_bytes; pos < run_end;) {
+			bool written;
+			uint64_t n = cfs_extent_written_span(c->map, pos, run_end - pos, &written);
+
+			CFS_FS_ASSERT(n > 0);
+			if (written) {
+				if (first == UINT64_MAX)
+					first = pos;
+				last = pos + n;
+			} else {
+				zmap_set(c, pos, n);
+			}
+			pos += n;
+		}
+		if (first == UINT64_MAX) {
+			c->cursor_bytes = run_end;
+			continue;
+		}
+		/* One device read from the first to the last written byte. */
+		start = align_down(first, g);
+		stop = min_u64(align_up(last, g), run_end);
+		if (start < c->cursor_bytes)
+			start = c->cursor_bytes;
+		while (start < stop && c->nparts < PARTS_PER_ROUND) {
+			uint32_t n = (uint32_t)min_u64(stop - start, CFS_IO_LENGTH_MAX);
+
+			part_new(c, CFS_IO_READ, start,
+				 run.device_offset_bytes + (start - c->cursor_bytes), n,
+				 c->buf + (start - c->base_bytes), false);
+			start += n;
+		}
+		c->cursor_bytes = start < stop ? start : run_end;
+	}
+	return 0;
+}
+
+static int prepare_write(struct cfs_loop *l, struct ctx *c)
+{
+	uint32_t g = l->granule_bytes;
+	bool remapped = false;
+
+	/* Up to three parts per run: keep room for a head, a middle, a tail. */
+	while (c->cursor_bytes < c->end_bytes && c->nparts + 3 <= PARTS_PER_ROUND) {
+		struct cfs_extent_run run;
+		uint64_t a = c->cursor_bytes, b, mid_end, dev;
+		int ret;
+
+		ret = cfs_extent_lookup(c->map, a, c->end_bytes - a, &run);
+		if (ret)
+			return ret;
+		if (!run.mapped) {
+			/* Unmapped since cfs_ns_map_for_write (a concurrent punch
+			 * or truncate of the same range): map it again, once. */
+			if (remapped)
+				return -EIO;
+			ret = cfs_ns_map_for_write(l->d->fs, c->inode, a, c->end_bytes - a);
+			if (ret)
+				return ret;
+			remapped = true;
+			continue;
+		}
+		b = a + run.length_bytes;
+		dev = run.device_offset_bytes;
+#define DEV(x) (dev + ((x) - c->cursor_bytes))
+#define BUF(x) (c->buf + ((x) - c->base_bytes))
+		if (a % g) {
+			uint64_t head_end = min_u64(align_up(a, g), b);
+
+			part_new(c, CFS_IO_WRITE, a, DEV(a), (uint32_t)(head_end - a), BUF(a), true);
+			a = head_end;
+		}
+		mid_end = align_down(b, g);
+		while (a < mid_end && c->nparts + 1 < PARTS_PER_ROUND) {
+			uint32_t n = (uint32_t)min_u64(mid_end - a, CFS_IO_LENGTH_MAX);
+
+			part_new(c, CFS_IO_WRITE, a, DEV(a), n, BUF(a), false);
+			a += n;
+		}
+		if (a < mid_end) {		/* out of parts: continue next round */
+			c->cursor_bytes = a;
+			break;
+		}
+		if (a < b) {
+			part_new(c, CFS_IO_WRITE, a, DEV(a), (uint32_t)(b - a), BUF(a), true);
+			a = b;
+		}
+#undef DEV
+#undef BUF
+		c->cursor_bytes = b;
+	}
+	return 0;
+}
+
+/*
+ * Prepare and queue the next round of c, or finish it. Runs on the owner
+ * loop only. On an error before anything was queued, the error finishes the
+ * context.
+ */
+static void ctx_continue(struct cfs_loop *l, struct ctx *c)
+{
+	int ret = 0;
+
+	if (atomic_load_explicit(&c->error, memory_order_acquire) ||
+	    c->cursor_bytes >= c->end_bytes) {
+		ctx_finish(l, c);
+		return;
+	}
+	c->nparts = 0;
+	if (c->op == OP_READ)
+		ret = prepare_read(l, c);
+	else if (c->op == OP_WRITE)
+		ret = prepare_write(l, c);
+	if (ret < 0) {
+		atomic_store_explicit(&c->error, ret, memory_order_release);
+		/* parts prepared but not queued are dropped: nothing in flight */
+		c->nparts = 0;
+	}
+	if (c->nparts == 0) {
+		/* All holes (the prepare loops stop only at the end or when
+		 * parts ran out), or an error. */
+		CFS_FS_ASSERT(ret < 0 || c->cursor_bytes >= c->end_bytes);
+		ctx_finish(l, c);
+		return;
+	}
+	/* +1 while queueing, so a part failing at once cannot finish the
+	 * round under our feet. */
+	atomic_store_explicit(&c->pending, c->nparts + 1, memory_order_relaxed);
+	for (unsigned i = 0; i < c->nparts; i++)
+		part_submit(l, &c->parts[i]);
+	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
+		round_done(c);
+}
+
+/* ---- handlers ----------------------------------------------------------------------- */
+
+int cfs_data_check_direct(struct cfs_inode *inode, unsigned file_flags, size_t size,
+			  uint64_t offset)
+{
+	uint32_t align = cfs_daemon.dio_align_bytes;
+	struct cfs_io_stats *stats;
+
+	if (!(file_flags & CFS_FILE_DIRECT) || !align)
+		return 0;
+	if (offset % align == 0 && size % align == 0)
+		return 0;
+	stats = cfs_ns_inode_stats(inode);
+	if (stats)
+		__atomic_fetch_add(&stats->err_misaligned, 1, __ATOMIC_RELAXED);
+	return -EINVAL;
+}
+
+int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, size_t size,
+		  uint64_t offset)
+{
+	struct cfs_loop *l = tls_loop;
+	uint64_t file_size;
+	struct ctx *c;
+	int ret;
+
+	if (!inode->map)
+		return -EISDIR;
+	ret = cfs_data_check_direct(inode, file_flags, size, offset);
+	if (ret)
+		return ret;
+	if (size > CFS_MAX_WRITE_BYTES)
+		size = CFS_MAX_WRITE_BYTES;
+	c = ctx_start(l, req, inode, OP_READ);
+	/* The size after the I/O reference: a truncate that unmapped units we
+	 * are about to look up has already made the size smaller. */
+	file_size = atomic_load_explicit(&inode->size_bytes, memory_order_acquire);
+	if (offset >= file_size || size == 0) {
+		cfs_ns_io_end(l->d->fs, inode);
+		c->inode = NULL;
+		ctx_put(l, c);
+		fuse_reply_buf(req, NULL, 0);
+		return 0;
+	}
+	if (size > file_size - offset)
+		size = file_size - offset;
+	c->offset_bytes = offset;
+	c->length_bytes = (uint32_t)size;
+	c->base_bytes = align_down(offset, l->granule_bytes);
+	c->end_bytes = align_up(offset + size, l->granule_bytes);
+	c->cursor_bytes = c->base_bytes;
+	memset(c->zmap, 0, sizeof(c->zmap));
+	ret = ctx_buf(l, c, (uint32_t)(c->end_bytes - c->base_bytes));
+	if (ret)
+		goto out_finish;
+	ctx_continue(l, c);
+	return 0;
+
+out_finish:
+	atomic_store(&c->error, ret);
+	c->end_bytes = c->cursor_bytes;
+	ctx_finish(l, c);
+	return 0;
+}
+
+int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
+		   const void *data, size_t size, uint64_t offset)
+{
+	struct cfs_loop *l = tls_loop;
+	struct ctx *c;
+	int ret;
+
+	if (!inode->map)
+		return -EISDIR;
+	if (cfs_fs_is_readonly(l->d->fs))
+		return -EROFS;
+	ret = cfs_data_check_direct(inode, file_flags, size, offset);
+	if (ret)
+		return ret;
+	if (size == 0) {
+		fuse_reply_write(req, 0);
+		return 0;
+	}
+	if (size > CFS_MAX_WRITE_BYTES)
+		return -EINVAL;		/* the kernel never sends more than max_write */
+	if (offset + size < offset)
+		return -EFBIG;
+	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
+	if (ret)
+		return ret;
+	c = ctx_start(l, req, inode, OP_WRITE);
+	c->offset_bytes = offset;
+	c->length_bytes = (uint32_t)size;
+	c->base_bytes = align_down(offset, l->granule_bytes);
+	c->cursor_bytes = offset;
+	c->end_bytes = offset + size;
+	ret = ctx_buf(l, c, (uint32_t)(align_up(offset + size, l->granule_bytes) - c->base_bytes));
+	if (ret) {
+		atomic_store(&c->error, ret);
+		c->end_bytes = c->cursor_bytes;
+		ctx_finish(l, c);
+		return 0;
+	}
+	memcpy(c->buf + (offset - c->base_bytes), data, size);
+	ctx_continue(l, c);
+	return 0;
+}
+
+int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct cfs_attr *attr)
+{
+	struct cfs_loop *l = tls_loop;
+	struct ctx *c;
+
+	/* The namespace raised zero->inode's I/O reference for us: ctx_start
+	 * must not take another; ctx_finish drops this one. */
+	c = ctx_start(l, req, NULL, OP_ZERO);
+	c->inode = zero->inode;
+	c->map = zero->inode ? zero->inode->map : NULL;
+	if (attr)
+		c->attr = *attr;
+	c->offset_bytes = c->base_bytes = c->cursor_bytes = c->end_bytes = 0;
+	c->length_bytes = 0;
+	if (zero->count == 0) {
+		ctx_finish(l, c);
+		return 0;
+	}
+	for (unsigned i = 0; i < zero->count && i < 2; i++)
+		part_new(c, CFS_IO_WRITE, 0, zero->device_offset_bytes[i], zero->length_bytes[i],
+			 (void *)zero_sector, true);
+	atomic_store_explicit(&c->pending, c->nparts + 1, memory_order_relaxed);
+	for (unsigned i = 0; i < c->nparts; i++)
+		part_submit(l, &c->parts[i]);
+	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
+		round_done(c);
+	return 0;
+}
+
+/* ---- the loops ------------------------------------------------------------------------ */
+
+void cfs_loop_enter(struct cfs_loop *l)
+{
+	tls_loop = l;
+}
+
+unsigned cfs_loop_index(const struct cfs_loop *l)
+{
+	return l->index;
+}
+
+struct fuse_buf *cfs_loop_fuse_buf(struct cfs_loop *l)
+{
+	return &l->fbuf;
+}
+
+int cfs_loop_queue_fd(const struct cfs_loop *l)
+{
+	return l->queue_fd;
+}
+
+int cfs_loop_remote_fd(const struct cfs_loop *l)
+{
+	return l->remote_fd;
+}
+
+bool cfs_loop_can_receive(const struct cfs_loop *l)
+{
+	return l->free_count > 0;
+}
+
+bool cfs_loop_idle(const struct cfs_loop *l)
+{
+	return l->free_count == CFS_LOOP_CONTEXTS && cfs_ioq_inflight(l->q) == 0;
+}
+
+int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
+{
+	/* Parts waiting for room (the bounce pool is shared by every loop, so
+	 * room may come from another loop's completion), or a backend without
+	 * an eventfd: look again soon. */
+	if (l->retry_head)
+		return 1;
+	if (l->queue_fd < 0 && (cfs_ioq_inflight(l->q) || l->free_count != CFS_LOOP_CONTEXTS))
+		return 1;
+	return -1;
+}
+
+void cfs_loop_work(struct cfs_loop *l)
+{
+	for (int round = 0; round < WORK_ROUNDS_MAX; round++) {
+		struct ctx *c, *remote;
+		bool progress = false;
+
+		remote = atomic_exchange_explicit(&l->remote, NULL, memory_order_acquire);
+		while (remote) {
+			c = remote;
+			remote = c->next;
+			ctx_continue(l, c);
+			progress = true;
+		}
+		retry_parts(l);
+		cfs_ioq_submit(l->q);
+		if (cfs_ioq_reap(l->q, 0) > 0)
+			progress = true;
+		while ((c = l->ready)) {
+			l->ready = c->next;
+			ctx_continue(l, c);
+			progress = true;
+		}
+		cfs_ioq_submit(l->q);
+		if (!progress)
+			break;
+	}
+}
+
+static void loop_destroy(struct cfs_loop *l)
+{
+	if (!l)
+		return;
+	if (l->q)
+		cfs_ioq_destroy(l->q);
+	if (l->remote_fd >= 0)
+		close(l->remote_fd);
+	free(l->fbuf.mem);
+	free(l->pool);
+	free(l);
+}
+
+static int loop_create(struct cfs_daemon *d, unsigned index, struct cfs_loop **out)
+{
+	const struct cfs_io_geometry *geo = d->geo;
+	struct cfs_ioq_config qcfg = {
+		.depth = CFS_LOOP_QUEUE_DEPTH,
+		.buffer_arena_bytes = CFS_LOOP_ARENA_BYTES,
+	};
+	struct cfs_loop *l;
+	int ret;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->d = d;
+	l->index = index;
+	l->remote_fd = -1;
+	l->queue_fd = -1;
+	atomic_init(&l->remote, NULL);
+	l->granule_bytes = geo->logical_sector_bytes;
+	if (geo->mem_align_bytes > l->granule_bytes)
+		l->granule_bytes = geo->mem_align_bytes;
+
+	ret = cfs_ioq_create(d->io, &qcfg, &l->q);
+	if (ret)
+		goto out_destroy;
+	/* Created before anything is queued, as iopath asks. */
+	l->queue_fd = cfs_ioq_event_fd(l->q);
+	l->remote_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->remote_fd < 0) {
+		ret = -errno;
+		goto out_destroy;
+	}
+	l->pool = calloc(CFS_LOOP_CONTEXTS, sizeof(*l->pool));
+	if (!l->pool) {
+		ret = -ENOMEM;
+		goto out_destroy;
+	}
+	for (unsigned i = 0; i < CFS_LOOP_CONTEXTS; i++) {
+		l->pool[i].next = l->free;
+		l->free = &l->pool[i];
+	}
+	l->free_count = CFS_LOOP_CONTEXTS;
+	*out = l;
+	return 0;
+
+out_destroy:
+	loop_destroy(l);
+	return ret;
+}
+
+int cfs_loops_create(struct cfs_daemon *d, unsigned count)
+{
+	const struct cfs_extent_geom *geom = &d->fs->geom;
+	int ret;
+
+	/*
+	 * The written-state is kept per logical sector of the store, and the
+	 * read-modify-write works in the device's logical sectors: they must be
+	 * the same size, or a partial write would mark bytes written that were
+	 * never written (store sectors larger) or read stale bytes into a
+	 * written sector (store sectors smaller).
+	 */
+	if (geom->sector_bytes != d->geo->logical_sector_bytes) {
+		fuse_log(FUSE_LOG_ERR,
+			 "chunkfs: the store's sectors (%u bytes) differ from the device's "
+			 "(%u bytes); not supported\n",
+			 geom->sector_bytes, d->geo->logical_sector_bytes);
+		return -EINVAL;
+	}
+	d->loops = calloc(count, sizeof(*d->loops));
+	if (!d->loops)
+		return -ENOMEM;
+	for (d->loop_count = 0; d->loop_count < count; d->loop_count++) {
+		ret = loop_create(d, d->loop_count, &d->loops[d->loop_count]);
+		if (ret) {
+			cfs_loops_destroy(d);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void cfs_loops_destroy(struct cfs_daemon *d)
+{
+	for (unsigned i = 0; i < d->loop_count; i++)
+		loop_destroy(d->loops[i]);
+	free(d->loops);
+	d->loops = NULL;
+	d->loop_count = 0;
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * data.h — the asynchronous data path (fs/DAEMON.md, "Threads and the data
+ * path"): per event-loop state (struct cfs_loop: one iopath queue with its
+ * buffer arena, a fixed pool of request contexts, cross-thread completions)
+ * and the READ/WRITE handlers ops.c calls.
+ *
+ * Contract with the event loop (main.c):
+ *   - cfs_loop_enter() once, in the thread that owns the loop;
+ *   - before receiving a request, cfs_loop_can_receive() must be true: a
+ *     request may need a context, and contexts are never allocated on demand;
+ *   - after every batch of requests and every wakeup, cfs_loop_work(): it
+ *     submits what was queued, reaps completions without waiting, finishes
+ *     requests other threads completed for us, and retries requests that
+ *     found the queue or the bounce pool full;
+ *   - cfs_loop_idle(): nothing of this loop is in flight (exit may proceed).
+ *
+ * The handlers reply to the FUSE request themselves, now or from a
+ * completion. They return 0 once they own the reply, or -errno when the
+ * caller (ops.c) must reply with that error.
+ */
+#ifndef CFS_DATA_H
+#define CFS_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs/daemon.h"
+
+struct cfs_attr;
+struct cfs_inode;
+struct cfs_loop;
+struct cfs_ns_zero;
+
+/* Request contexts per loop: the most FUSE data requests one loop has in
+ * flight. The kernel keeps at most CFS_MAX_BACKGROUND asynchronous requests
+ * per mount, spread over the loops. */
+#define CFS_LOOP_CONTEXTS	128u
+/* The queue's registered buffer arena: 32 full-size requests at once; past
+ * that a request falls back to an aligned heap buffer (counted). */
+#define CFS_LOOP_ARENA_BYTES	(32u << 20)
+#define CFS_LOOP_QUEUE_DEPTH	512u
+
+/* Create d->loop_count = count loops (queues, arenas, contexts). 0 or -errno;
+ * on failure nothing is left allocated. */
+int cfs_loops_create(struct cfs_daemon *d, unsigned count);
+/* Destroy every loop; none may be running. */
+void cfs_loops_destroy(struct cfs_daemon *d);
+
+void cfs_loop_enter(struct cfs_loop *l);
+unsigned cfs_loop_index(const struct cfs_loop *l);
+struct fuse_buf *cfs_loop_fuse_buf(struct cfs_loop *l);
+/* The queue's completion eventfd, or -1 when the backend has none (then the
+ * loop must not sleep while cfs_loop_busy()). */
+int cfs_loop_queue_fd(const struct cfs_loop *l);
+/* Readable when another thread finished one of this loop's requests. */
+int cfs_loop_remote_fd(const struct cfs_loop *l);
+bool cfs_loop_can_receive(const struct cfs_loop *l);
+void cfs_loop_work(struct cfs_loop *l);
+bool cfs_loop_idle(const struct cfs_loop *l);
+/* epoll_wait timeout: -1, or 1 ms while parts wait for room in the queue
+ * or the bounce pool, or I/O is in flight on a backend without an eventfd. */
+int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
+
+/* ---- handlers (called from ops.c, in a loop thread) ------------------------ */
+
+/* Open-file flags data.c cares about (ops.c keeps them in fi->fh). */
+#define CFS_FILE_DIRECT		(1u << 0)	/* opened with O_DIRECT */
+
+int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
+		  size_t size, uint64_t offset);
+int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
+		   const void *buf, size_t size, uint64_t offset);
+
+/*
+ * The alignment policy for O_DIRECT (issue 4; issue 6 builds on it). A store
+ * mount accepts any alignment (unaligned ranges go through read-modify-
+ * write): databases that probe with odd sizes keep working. A RAM mount
+ * enforces dio_align on offset and length like a device with sectors of that
+ * size would, so a database that works there works on the device. (The
+ * application's buffer address never reaches a FUSE daemon, so memory
+ * alignment cannot be checked.) 0, or -EINVAL (counted in the inode's
+ * err_misaligned).
+ */
+int cfs_data_check_direct(struct cfs_inode *inode, unsigned file_flags, size_t size,
+			  uint64_t offset);
+
+/*
+ * Write zeros over the cut sectors a truncate or punch reported (struct
+ * cfs_ns_zero: 0..2 partial sectors, with an I/O reference on zero->inode
+ * that this drops when done), then reply: with attr (setattr) if non-NULL,
+ * else with success (fallocate). Always owns the reply; returns 0.
+ */
+int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct cfs_attr *attr);
+
+#endif /* CFS_DATA_H */

@@ -1,0 +1,1056 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * main.c — the chunkfs daemon: command line, validation, mount, event loops,
+ * and an orderly exit.
+ *
+ *   chunkfs SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]
+ *   mount.chunkfs SOURCE MOUNTPOINT [-sfnv] [-o opts]        (mount(8) helper)
+ *
+ * The sequence (fs/DAEMON.md, "Mount experience"):
+ *   1. parse and check every option (usage errors exit 1);
+ *   2. fork; the parent waits on a pipe for the child's verdict and exits
+ *      with it, so every error below is still printed on the terminal and
+ *      mount(8) sees a non-zero status;
+ *   3. the child locks the store (flock on its fd, plus O_EXCL for block
+ *      devices), opens it through iopath, mounts the metadata (cfs_fs_open:
+ *      superblock checks, snapshot, log replay), creates one iopath queue
+ *      per event loop, creates the FUSE session and mounts it;
+ *   4. only then does it detach (stdio to /dev/null, logs to syslog) and
+ *      tell the parent "0".
+ * Why our own fork instead of fuse_daemonize() after validation: the
+ * metadata engine starts its committer thread in cfs_fs_open() and iopath
+ * registers buffer arenas with io_uring; neither survives a fork (threads are
+ * not copied, and pinned pages are copied away from the child). Forking
+ * first keeps everything in the process that runs it.
+ *
+ * Event loops: N threads (threads=N, default the online CPUs), each owning
+ * one struct cfs_loop (data.c: its iopath queue, buffer arena and request
+ * contexts) and an epoll set of: the shared non-blocking /dev/fuse fd
+ * (EPOLLEXCLUSIVE, so one request wakes one loop, not all), its queue's
+ * completion eventfd, its cross-thread completion eventfd, and the stop
+ * eventfd. The main thread only waits for signals and the stop event.
+ *
+ * Exit: a signal (SIGINT/SIGTERM/SIGHUP), or ENODEV from /dev/fuse after
+ * umount, stops every loop; each loop stops receiving, waits for its I/O in
+ * flight and its requests' replies, and returns. Then cfs_fs_close() writes
+ * the checkpoint, the store is closed, and the store lock is released last,
+ * so a new mount of the same store waits (wait=SECONDS) or refuses until the
+ * checkpoint is on the store.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/daemon.h"
+#include "fs/data.h"
+#include "fs/format.h"
+#include "fs/fs.h"
+#include "iopath/iopath.h"
+
+#ifndef CFS_VERSION
+#define CFS_VERSION "0.1"
+#endif
+
+/* Exit codes, as mount(8) documents them for helpers. */
+#define EXIT_USAGE	1	/* incorrect invocation */
+#define EXIT_MOUNT	32	/* mount failure */
+
+#define THREADS_MAX	64u
+#define RECV_BATCH	16	/* requests received per wakeup before reaping */
+#define LOCK_WAIT_DEFAULT_S 5u
+
+struct cfs_daemon cfs_daemon;
+
+struct options {
+	const char *prog;
+	const char *source;
+	const char *mountpoint;
+	char mountpoint_real[PATH_MAX];
+	bool helper;			/* invoked as mount.chunkfs / mount.fuse.chunkfs */
+	bool foreground;
+	bool debug;
+	bool fake;			/* mount -f: check everything, mount nothing */
+	bool sloppy;			/* mount -s: ignore unknown options */
+	bool verbose;
+	bool allow_other;
+	bool read_only;
+	bool ram;
+	unsigned threads;
+	uint64_t ram_size_bytes;
+	uint32_t dio_align_bytes;
+	unsigned commit_interval_s;
+	bool commit_interval_set;
+	unsigned lock_wait_s;
+	const char *fault_spec;
+	const char *fsname;
+	char kernel_flags[256];		/* ro,nosuid,... passed through to the mount */
+};
+
+/* ---- logging -------------------------------------------------------------
+ * Every module logs through fuse_log(); until the daemon detaches that is
+ * stderr, afterwards syslog (openlog "chunkfs"). */
+static volatile bool log_to_syslog;
+
+static void log_func(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	if (log_to_syslog) {
+		vsyslog((int)level, fmt, ap);
+		return;
+	}
+	vfprintf(stderr, fmt, ap);
+}
+
+#define say(...)	fuse_log(FUSE_LOG_ERR, "chunkfs: " __VA_ARGS__)
+
+/* ---- options ------------------------------------------------------------- */
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
+		"       %s -o ram,size=SIZE[,dio_align=N] NAME MOUNTPOINT\n"
+		"\n"
+		"SOURCE is a block device or image file formatted by mkchunkfs.\n"
+		"\n"
+		"options:\n"
+		"  -f                 stay in the foreground, log to stderr\n"
+		"  -d, -o debug       foreground and print every FUSE request\n"
+		"  -o allow_other     let other users (the database) use the mount\n"
+		"  -o ro              read-only\n"
+		"  -o threads=N       event-loop threads (default: online CPUs, max %u)\n"
+		"  -o commit_interval=S  seconds between metadata commits (default 5)\n"
+		"  -o wait=S          wait up to S s for a store still held by a\n"
+		"                     finishing daemon (default %u; 0 = refuse at once)\n"
+		"  -o fsname=NAME     the source shown in /proc/mounts (default SOURCE)\n"
+		"  -o ram,size=SIZE   RAM temp mount (nothing persisted)\n"
+		"  -o dio_align=N     RAM: O_DIRECT alignment enforced (default 512)\n"
+		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
+		"generic mount options (rw, nosuid, nodev, noexec, noatime, sync, ...)\n"
+		"are passed to the kernel; auto, noauto, user, nofail, _netdev,\n"
+		"defaults and x-* are accepted and ignored. See chunkfs(8).\n",
+		prog, prog, THREADS_MAX, LOCK_WAIT_DEFAULT_S);
+}
+
+static bool opt_value(const char *opt, const char *name, const char **value)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(opt, name, n) != 0 || opt[n] != '=')
+		return false;
+	*value = opt + n + 1;
+	return true;
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int add_kernel_flag(struct options *o, const char *flag)
+{
+	size_t used = strlen(o->kernel_flags);
+
+	if (used + strlen(flag) + 2 > sizeof(o->kernel_flags))
+		return -E2BIG;
+	if (used)
+		strcat(o->kernel_flags, ",");
+	strcat(o->kernel_flags, flag);
+	return 0;
+}
+
+/* Generic mount flags the kernel applies to the FUSE mount (libfuse passes
+ * them to mount(2)). */
+static const char *const kernel_flags[] = {
+	"nosuid", "suid", "nodev", "dev", "noexec", "exec",
+	"async", "sync", "dirsync", "atime", "noatime", NULL,
+};
+
+/* Options mount(8), mount.fuse3 and fstab hand to helpers that mean nothing
+ * to the filesystem itself. */
+static const char *const ignored_opts[] = {
+	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
+	"group", "_netdev", "nofail", "relatime", "norelatime", "strictatime",
+	"nostrictatime", "lazytime", "nolazytime", "silent", "loud",
+	"default_permissions",	/* always on */
+	"auto_unmount", "nodiratime", "diratime", "iversion", "noiversion",
+	NULL,
+};
+
+static bool in_list(const char *const *list, const char *s)
+{
+	for (; *list; list++)
+		if (strcmp(*list, s) == 0)
+			return true;
+	return false;
+}
+
+/* One option of an -o list. Returns 0 or -EINVAL after printing why. */
+static int parse_one(struct options *o, const char *opt)
+{
+	const char *v;
+	uint64_t size;
+
+	if (!*opt)
+		return 0;
+	if (strcmp(opt, "allow_other") == 0) {
+		o->allow_other = true;
+	} else if (strcmp(opt, "ro") == 0) {
+		o->read_only = true;
+	} else if (strcmp(opt, "rw") == 0) {
+		o->read_only = false;
+	} else if (strcmp(opt, "debug") == 0) {
+		o->debug = true;
+		o->foreground = true;
+	} else if (strcmp(opt, "ram") == 0) {
+		o->ram = true;
+	} else if (in_list(kernel_flags, opt)) {
+		if (add_kernel_flag(o, opt))
+			goto too_many;
+	} else if (in_list(ignored_opts, opt) || strncmp(opt, "x-", 2) == 0 ||
+		   strncmp(opt, "comment=", 8) == 0 || strncmp(opt, "user=", 5) == 0 ||
+		   strncmp(opt, "uhelper=", 8) == 0 || strncmp(opt, "helper=", 7) == 0 ||
+		   strncmp(opt, "subtype=", 8) == 0) {
+		/* accepted, no meaning here */
+	} else if (opt_value(opt, "threads", &v)) {
+		if (parse_uint(v, 1, THREADS_MAX, &o->threads))
+			goto bad_value;
+	} else if (opt_value(opt, "size", &v)) {
+		if (cfs_parse_size(v, &size) || size == 0)
+			goto bad_value;
+		o->ram_size_bytes = size;
+	} else if (opt_value(opt, "dio_align", &v)) {
+		unsigned a;
+
+		/* iopath's largest logical sector; powers of two only. */
+		if (parse_uint(v, 512, CFS_IO_SECTOR_MAX, &a) || (a & (a - 1)))
+			goto bad_value;
+		o->dio_align_bytes = a;
+	} else if (opt_value(opt, "commit_interval", &v)) {
+		if (parse_uint(v, 1, 3600, &o->commit_interval_s))
+			goto bad_value;
+		o->commit_interval_set = true;
+	} else if (opt_value(opt, "wait", &v)) {
+		if (parse_uint(v, 0, 3600, &o->lock_wait_s))
+			goto bad_value;
+	} else if (opt_value(opt, "fault", &v)) {
+		o->fault_spec = v;
+	} else if (opt_value(opt, "fsname", &v)) {
+		if (!*v)
+			goto bad_value;
+		o->fsname = v;
+	} else if (o->sloppy) {
+		if (o->verbose)
+			fprintf(stderr, "%s: ignoring unknown option '%s'\n", o->prog, opt);
+	} else {
+		fprintf(stderr, "%s: unknown option '%s' (see chunkfs(8))\n", o->prog, opt);
+		return -EINVAL;
+	}
+	return 0;
+
+bad_value:
+	fprintf(stderr, "%s: bad value in option '%s' (see chunkfs(8))\n", o->prog, opt);
+	return -EINVAL;
+too_many:
+	fprintf(stderr, "%s: too many mount flags\n", o->prog);
+	return -EINVAL;
+}
+
+/*
+ * Split an -o list at commas and parse each option. fault=SPEC takes the
+ * rest of the list when it is the last option, because fault specs contain
+ * commas of their own ("fault=write:3:EIO,volatile=1" would otherwise split).
+ */
+static int parse_opt_list(struct options *o, char *list)
+{
+	char *opt = list;
+	int ret = 0;
+
+	while (opt) {
+		char *comma;
+
+		if (strncmp(opt, "fault=", 6) == 0) {
+			ret |= parse_one(o, opt);
+			break;
+		}
+		comma = strchr(opt, ',');
+		if (comma)
+			*comma = '\0';
+		ret |= parse_one(o, opt);
+		opt = comma ? comma + 1 : NULL;
+	}
+	return ret ? -EINVAL : 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/*
+ * argv shapes accepted:
+ *   chunkfs [opts] SOURCE MOUNTPOINT [opts]            (options anywhere)
+ *   mount.chunkfs SOURCE DIR [-sfnv] [-N ns] [-o opts] [-t type]
+ *   mount.fuse.chunkfs SOURCE DIR ...                    (same)
+ * As a mount helper, -f means "fake" (mount(8) -f), not foreground.
+ */
+static int parse_args(struct options *o, int argc, char **argv)
+{
+	int positional = 0, bad = 0, i;
+
+	o->prog = base_name(argv[0]);
+	o->helper = strncmp(o->prog, "mount.", 6) == 0;
+	o->lock_wait_s = LOCK_WAIT_DEFAULT_S;
+	o->dio_align_bytes = 512;
+
+	for (i = 1; i < argc; i++) {
+		char *a = argv[i];
+
+		if (a[0] != '-' || !a[1]) {
+			if (positional == 0)
+				o->source = a;
+			else if (positional == 1)
+				o->mountpoint = a;
+			else {
+				fprintf(stderr, "%s: unexpected argument '%s'\n", o->prog, a);
+				bad = 1;
+			}
+			positional++;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout, o->prog);
+			exit(0);
+		}
+		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("chunkfs %s (libfuse %s)\n", CFS_VERSION, fuse_pkgversion());
+			exit(0);
+		}
+		if (strncmp(a, "-o", 2) == 0) {
+			char *list = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+
+			if (!list) {
+				fprintf(stderr, "%s: -o needs an argument\n", o->prog);
+				bad = 1;
+			} else if (parse_opt_list(o, list)) {
+				bad = 1;
+			}
+			continue;
+		}
+		if (strcmp(a, "-t") == 0 || strcmp(a, "-N") == 0) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "%s: %s needs an argument\n", o->prog, a);
+				bad = 1;
+			} else if (a[1] == 'N') {
+				fprintf(stderr, "%s: mount namespaces (-N) are not supported\n",
+					o->prog);
+				bad = 1;
+			}
+			i++;
+			continue;
+		}
+		/* Single-letter flags, possibly grouped ("-fv"). */
+		for (const char *c = a + 1; *c; c++) {
+			switch (*c) {
+			case 'f':
+				if (o->helper)
+					o->fake = true;
+				else
+					o->foreground = true;
+				break;
+			case 'd':
+				o->debug = true;
+				o->foreground = true;
+				break;
+			case 's':
+				o->sloppy = true;
+				break;
+			case 'v':
+				o->verbose = true;
+				break;
+			case 'n':
+				break;	/* no /etc/mtab: there is none to write */
+			case 'r':
+				o->read_only = true;
+				break;
+			case 'w':
+				o->read_only = false;
+				break;
+			default:
+				fprintf(stderr, "%s: unknown option '-%c'\n", o->prog, *c);
+				bad = 1;
+			}
+		}
+	}
+
+	if (positional < 2) {
+		if (!bad)
+			usage(stderr, o->prog);
+		return -EINVAL;
+	}
+	if (!o->ram && o->ram_size_bytes) {
+		fprintf(stderr, "%s: size= is for RAM mounts (-o ram,size=...)\n", o->prog);
+		bad = 1;
+	}
+	if (o->ram && !o->ram_size_bytes) {
+		fprintf(stderr, "%s: a RAM mount needs size= (e.g. -o ram,size=4G)\n", o->prog);
+		bad = 1;
+	}
+	if (o->ram && o->read_only) {
+		fprintf(stderr, "%s: a RAM mount cannot be read-only: it starts empty\n", o->prog);
+		bad = 1;
+	}
+	if (o->ram && o->fault_spec) {
+		fprintf(stderr, "%s: fault= is for store mounts\n", o->prog);
+		bad = 1;
+	}
+	if (o->read_only && add_kernel_flag(o, "ro"))
+		bad = 1;
+	if (!o->threads) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		o->threads = n < 1 ? 1 : (n > (long)THREADS_MAX ? THREADS_MAX : (unsigned)n);
+	}
+	return bad ? -EINVAL : 0;
+}
+
+/* ---- checks that need no store -------------------------------------------- */
+
+static bool is_dev_fd_path(const char *path)
+{
+	unsigned fd;
+	char tail;
+
+	/* mount.fuse3 -o drop_privileges mounts first and hands us /dev/fd/N */
+	return sscanf(path, "/dev/fd/%u%c", &fd, &tail) == 1;
+}
+
+static int check_paths(struct options *o)
+{
+	struct stat st;
+
+	if (is_dev_fd_path(o->mountpoint)) {
+		snprintf(o->mountpoint_real, sizeof(o->mountpoint_real), "%s", o->mountpoint);
+	} else {
+		if (!realpath(o->mountpoint, o->mountpoint_real) ||
+		    stat(o->mountpoint_real, &st)) {
+			say("mountpoint %s: %s\n", o->mountpoint, strerror(errno));
+			return -ENOENT;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			say("mountpoint %s: not a directory\n", o->mountpoint);
+			return -ENOTDIR;
+		}
+	}
+	if (o->ram)
+		return 0;
+	if (stat(o->source, &st)) {
+		say("%s: %s\n", o->source, strerror(errno));
+		return -ENOENT;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+		say("%s: not a block device or an image file\n", o->source);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- daemonizing ---------------------------------------------------------- */
+
+static int verdict_fd = -1;
+
+/*
+ * Fork; the parent waits for the child's verdict (one byte: the exit code)
+ * or its death, and exits with it. Returns in the child.
+ */
+static void detach_begin(void)
+{
+	int pipefd[2];
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC)) {
+		perror("chunkfs: pipe");
+		exit(EXIT_MOUNT);
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("chunkfs: fork");
+		exit(EXIT_MOUNT);
+	}
+	if (pid > 0) {
+		unsigned char code;
+		ssize_t n;
+		int status;
+
+		close(pipefd[1]);
+		do
+			n = read(pipefd[0], &code, 1);
+		while (n < 0 && errno == EINTR);
+		if (n == 1)
+			_exit(code);
+		/* The child died before its verdict: it printed why. */
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+			_exit(WEXITSTATUS(status) ? WEXITSTATUS(status) : EXIT_MOUNT);
+		_exit(EXIT_MOUNT);
+	}
+	close(pipefd[0]);
+	verdict_fd = pipefd[1];
+	setsid();
+}
+
+/* The child mounted: detach from the terminal and release the parent. */
+static void detach_finish(void)
+{
+	unsigned char ok = 0;
+	int null_fd;
+
+	if (verdict_fd < 0)
+		return;
+	if (chdir("/")) {
+		/* "/" always exists; nothing to do if it does not */
+	}
+	null_fd = open("/dev/null", O_RDWR);
+	if (null_fd >= 0) {
+		dup2(null_fd, STDIN_FILENO);
+		dup2(null_fd, STDOUT_FILENO);
+		dup2(null_fd, STDERR_FILENO);
+		if (null_fd > STDERR_FILENO)
+			close(null_fd);
+	}
+	openlog("chunkfs", LOG_PID, LOG_DAEMON);
+	log_to_syslog = true;
+	if (write(verdict_fd, &ok, 1) != 1) {
+		/* the parent is gone; nobody to tell */
+	}
+	close(verdict_fd);
+	verdict_fd = -1;
+}
+
+/* ---- the store ------------------------------------------------------------ */
+
+/*
+ * A loop device's backing file, so that the store is locked under both of
+ * its names (the image, and /dev/loopN over it). Empty if path is not a
+ * loop device.
+ */
+static void loop_backing_file(const char *path, char *out, size_t out_bytes)
+{
+	char sys[128];
+	struct stat st;
+	FILE *f;
+
+	out[0] = '\0';
+	if (stat(path, &st) || !S_ISBLK(st.st_mode) || major(st.st_rdev) != 7)
+		return;
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file",
+		 major(st.st_rdev), minor(st.st_rdev));
+	f = fopen(sys, "re");
+	if (!f)
+		return;
+	if (!fgets(out, (int)out_bytes, f))
+		out[0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * Take the store lock: flock(LOCK_EX) on our own fd of SOURCE (and of a loop
+ * device's backing file), held until exit (O_CLOEXEC: inherited by nobody).
+ * Every chunkfs takes it, so a second daemon on the same store, or the next
+ * mount while the previous daemon still writes its checkpoint after umount,
+ * finds it taken. Waits up to wait= seconds for a daemon that is finishing.
+ */
+static int lock_one(const struct options *o, const char *path, int *out_fd)
+{
+	struct timespec pause = { 0, 100 * 1000 * 1000 };
+	unsigned tries = o->lock_wait_s * 10;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say("%s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			break;
+		if (errno != EWOULDBLOCK) {
+			say("%s: cannot lock: %s\n", o->source, strerror(errno));
+			close(fd);
+			return -EIO;
+		}
+		if (!tries--) {
+			say("%s: store in use (a chunkfs daemon may still be finishing "
+			    "its checkpoint)\n", o->source);
+			close(fd);
+			return -EBUSY;
+		}
+		if (o->verbose && tries + 1 == o->lock_wait_s * 10u)
+			say("%s: held by another chunkfs; waiting up to %u s\n",
+			    o->source, o->lock_wait_s);
+		nanosleep(&pause, NULL);
+	}
+	*out_fd = fd;
+	return 0;
+}
+
+static int lock_store(const struct options *o, int lock_fd[2])
+{
+	char backing[PATH_MAX];
+	int ret;
+
+	ret = lock_one(o, o->source, &lock_fd[0]);
+	if (ret)
+		return ret;
+	loop_backing_file(o->source, backing, sizeof(backing));
+	if (backing[0]) {
+		ret = lock_one(o, backing, &lock_fd[1]);
+		if (ret) {
+			close(lock_fd[0]);
+			lock_fd[0] = -1;
+		}
+	}
+	return ret;
+}
+
+static int open_store(const struct options *o, struct cfs_io **out)
+{
+	struct cfs_io_config cfg = { 0 };
+	struct stat st;
+	int ret;
+
+	if (o->ram) {
+		cfg.backend = "ram";
+		cfg.size_bytes = o->ram_size_bytes;
+		cfg.align_bytes = o->dio_align_bytes;
+	} else {
+		cfg.backend = "uring";
+		cfg.path = o->source;
+		cfg.read_only = o->read_only || o->fake;	/* fake: write nothing */
+		cfg.exclusive = true;
+		cfg.fault_spec = o->fault_spec;
+		/* A block device must do direct I/O; an image file on a
+		 * filesystem that refuses O_DIRECT still works (iopath says so
+		 * on stderr) and fsync keeps it durable. */
+		cfg.dio = (stat(o->source, &st) == 0 && S_ISBLK(st.st_mode)) ?
+			  CFS_DIO_REQUIRED : CFS_DIO_OPTIONAL;
+	}
+	ret = cfs_io_open(&cfg, out);
+	if (ret == 0)
+		return 0;
+	if (ret == -EBUSY)
+		say("%s: device is busy (mounted, or held open exclusively by "
+		    "another program)\n", o->source);
+	else if (o->ram)
+		say("cannot create the RAM store: %s\n", strerror(-ret));
+	else
+		say("%s: cannot open: %s\n", o->source, strerror(-ret));
+	return ret;
+}
+
+/* The metadata engine's log lines go where everything else goes. */
+static void fs_log_line(void *arg, const char *line)
+{
+	(void)arg;
+	fuse_log(FUSE_LOG_ERR, "chunkfs: %s\n", line);
+}
+
+static int open_metadata(const struct options *o, struct cfs_io *io, struct cfs_fs **out)
+{
+	struct cfs_fs_options fo = { 0 };
+	char err[512] = "";
+	int ret;
+
+	fo.read_only = o->read_only || o->fake;
+	fo.commit_interval_ms = o->commit_interval_set ? o->commit_interval_s * 1000u : 0;
+	fo.root_mode = 0755;
+	fo.root_uid = getuid();
+	fo.root_gid = getgid();
+	fo.log = fs_log_line;
+	if (o->ram)
+		ret = cfs_fs_open_ram(io, &fo, out, err, sizeof(err));
+	else
+		ret = cfs_fs_open(io, &fo, out, err, sizeof(err));
+	if (ret == 0)
+		return 0;
+	/* The engine names the reason (not a chunkfs store, corrupt
+	 * superblock, unsupported version or feature, mkchunkfs interrupted,
+	 * a replay failure); we only add the store. */
+	if (err[0])
+		say("%s: %s\n", o->ram ? "ram" : o->source, err);
+	else
+		say("%s: cannot mount: %s\n", o->ram ? "ram" : o->source, strerror(-ret));
+	return ret;
+}
+
+/* ---- the FUSE session ----------------------------------------------------- */
+
+static struct fuse_session *new_session(const struct options *o)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	char *mo = NULL, *fsname = NULL;
+
+	/* Escaped: a comma or backslash in the source path would otherwise
+	 * split the option list. */
+	if (asprintf(&fsname, "fsname=%s", o->fsname ? o->fsname : o->source) < 0) {
+		fsname = NULL;
+		goto out;
+	}
+	if (fuse_opt_add_arg(&args, o->prog) ||
+	    fuse_opt_add_opt(&mo, "default_permissions") ||
+	    fuse_opt_add_opt(&mo, "subtype=chunkfs") ||
+	    fuse_opt_add_opt_escaped(&mo, fsname) ||
+	    (o->allow_other && fuse_opt_add_opt(&mo, "allow_other")) ||
+	    (o->kernel_flags[0] && fuse_opt_add_opt(&mo, o->kernel_flags)) ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mo) ||
+	    (o->debug && fuse_opt_add_arg(&args, "-d")))
+		goto out;
+	se = fuse_session_new(&args, &cfs_ll_ops, sizeof(cfs_ll_ops), &cfs_daemon);
+out:
+	free(fsname);
+	free(mo);
+	fuse_opt_free_args(&args);
+	if (!se)
+		say("cannot create the FUSE session\n");
+	return se;
+}
+
+/* ---- event loops ---------------------------------------------------------- */
+
+static int stop_fd = -1;		/* eventfd: written once to stop every loop */
+static volatile sig_atomic_t crash_requested;
+
+static void request_stop(void)
+{
+	uint64_t one = 1;
+
+	if (write(stop_fd, &one, sizeof(one)) != sizeof(one)) {
+		/* the counter cannot overflow from a few writes */
+	}
+}
+
+enum { TAG_FUSE = 1, TAG_QUEUE, TAG_REMOTE, TAG_STOP };
+
+static int ep_add(int ep, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = tag };
+
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+static void drain_eventfd(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: another wakeup already drained it */
+	}
+}
+
+/* Receive and dispatch up to RECV_BATCH requests. False when the session
+ * ended (unmount, fatal error). */
+static bool receive_batch(struct cfs_loop *l, struct fuse_session *se)
+{
+	for (int i = 0; i < RECV_BATCH && cfs_loop_can_receive(l); i++) {
+		int res = fuse_session_receive_buf(se, cfs_loop_fuse_buf(l));
+
+		if (res == -EAGAIN)
+			return true;	/* another loop took it */
+		if (res == -EINTR)
+			continue;
+		if (res <= 0 || fuse_session_exited(se)) {
+			if (res < 0)
+				fuse_log(FUSE_LOG_ERR, "chunkfs: reading /dev/fuse: %s\n",
+					 strerror(-res));
+			return false;
+		}
+		fuse_session_process_buf(se, cfs_loop_fuse_buf(l));
+		if (fuse_session_exited(se))
+			return false;
+	}
+	return true;
+}
+
+static void *loop_thread(void *arg)
+{
+	struct cfs_loop *l = arg;
+	struct fuse_session *se = cfs_daemon.se;
+	int fuse_fd = fuse_session_fd(se);
+	bool armed = false, stopping = false;
+	int ep;
+
+	cfs_loop_enter(l);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0 || ep_add(ep, stop_fd, EPOLLIN, TAG_STOP) ||
+	    (cfs_loop_queue_fd(l) >= 0 &&
+	     ep_add(ep, cfs_loop_queue_fd(l), EPOLLIN, TAG_QUEUE)) ||
+	    ep_add(ep, cfs_loop_remote_fd(l), EPOLLIN, TAG_REMOTE)) {
+		fuse_log(FUSE_LOG_ERR, "chunkfs: loop %u: epoll: %s\n",
+			 cfs_loop_index(l), strerror(errno));
+		request_stop();
+		stopping = true;
+	}
+
+	for (;;) {
+		struct epoll_event evs[4];
+		int n;
+
+		cfs_loop_work(l);
+		if (stopping) {
+			if (cfs_loop_idle(l))
+				break;
+		} else if (cfs_loop_can_receive(l) != armed) {
+			/* A loop whose contexts are all busy stops listening
+			 * (level-triggered + EPOLLEXCLUSIVE would otherwise spin
+			 * here while the other loops sleep); the request waits for
+			 * a loop with room. EPOLLEXCLUSIVE cannot be modified, only
+			 * deleted and added again. */
+			if (armed)
+				epoll_ctl(ep, EPOLL_CTL_DEL, fuse_fd, NULL);
+			else if (ep_add(ep, fuse_fd, EPOLLIN | EPOLLEXCLUSIVE, TAG_FUSE))
+				fuse_log(FUSE_LOG_ERR, "chunkfs: epoll: %s\n", strerror(errno));
+			armed = !armed;
+		}
+
+		n = epoll_wait(ep, evs, 4, cfs_loop_poll_timeout_ms(l));
+		if (n < 0 && errno != EINTR) {
+			fuse_log(FUSE_LOG_ERR, "chunkfs: epoll_wait: %s\n", strerror(errno));
+			request_stop();
+			stopping = true;
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			switch (evs[i].data.u64) {
+			case TAG_STOP:
+				if (!stopping && armed) {
+					epoll_ctl(ep, EPOLL_CTL_DEL, fuse_fd, NULL);
+					armed = false;
+				}
+				stopping = true;
+				/* stays readable: every loop sees it */
+				epoll_ctl(ep, EPOLL_CTL_DEL, stop_fd, NULL);
+				break;
+			case TAG_QUEUE:
+				drain_eventfd(cfs_loop_queue_fd(l));
+				break;
+			case TAG_REMOTE:
+				drain_eventfd(cfs_loop_remote_fd(l));
+				break;
+			case TAG_FUSE:
+				if (!stopping && !receive_batch(l, se)) {
+					request_stop();
+				}
+				break;
+			}
+		}
+	}
+	if (ep >= 0)
+		close(ep);
+	return NULL;
+}
+
+/* ---- signals -------------------------------------------------------------- */
+
+static void crash_handler(int sig)
+{
+	(void)sig;
+	crash_requested = 1;
+}
+
+/*
+ * Wait until the session ends: a signal (libfuse's handlers call
+ * fuse_session_exit), a loop that saw the unmount, or, with fault=, SIGUSR1
+ * (simulate a power loss). Loop threads block these signals, so they land
+ * here, inside ppoll.
+ */
+static void wait_for_end(struct fuse_session *se, const sigset_t *unblocked)
+{
+	struct pollfd p = { .fd = stop_fd, .events = POLLIN };
+
+	while (!fuse_session_exited(se) && !crash_requested) {
+		int n = ppoll(&p, 1, NULL, unblocked);
+
+		if (n > 0)
+			break;
+	}
+	request_stop();
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	struct cfs_daemon *d = &cfs_daemon;
+	sigset_t block, old;
+	int lock_fd[2] = { -1, -1 };
+	int ret, exit_code = EXIT_MOUNT;
+	unsigned started = 0;
+	pthread_t *threads = NULL;
+
+	fuse_set_log_func(log_func);
+	if (parse_args(&o, argc, argv))
+		return EXIT_USAGE;
+	if (check_paths(&o))
+		return EXIT_MOUNT;
+	if (!o.foreground && !o.fake)
+		detach_begin();
+
+	if (!o.ram && lock_store(&o, lock_fd))
+		goto out;
+	if (open_store(&o, &d->io))
+		goto out_unlock;
+	d->geo = cfs_io_geometry(d->io);
+	d->ram = o.ram;
+	d->read_only = o.read_only;
+	d->dio_align_bytes = o.ram ? o.dio_align_bytes : 0;
+	if (open_metadata(&o, d->io, &d->fs))
+		goto out_close_io;
+	if (o.fake) {
+		exit_code = 0;
+		goto out_close_fs;
+	}
+
+	ret = cfs_loops_create(d, o.threads);
+	if (ret) {
+		say("cannot set up %u event loops: %s\n", o.threads, strerror(-ret));
+		goto out_close_fs;
+	}
+	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (stop_fd < 0) {
+		say("eventfd: %s\n", strerror(errno));
+		goto out_destroy_loops;
+	}
+	d->se = new_session(&o);
+	if (!d->se)
+		goto out_close_stop;
+	if (fuse_set_signal_handlers(d->se)) {
+		say("cannot install signal handlers\n");
+		goto out_destroy_session;
+	}
+	if (o.fault_spec)
+		signal(SIGUSR1, crash_handler);
+	if (fuse_session_mount(d->se, o.mountpoint_real)) {
+		say("cannot mount on %s\n", o.mountpoint);
+		goto out_remove_handlers;
+	}
+	/* Every loop polls the same fd and must never block in read(). */
+	if (fcntl(fuse_session_fd(d->se), F_SETFL,
+		  fcntl(fuse_session_fd(d->se), F_GETFL) | O_NONBLOCK)) {
+		say("cannot make /dev/fuse non-blocking: %s\n", strerror(errno));
+		goto out_unmount;
+	}
+
+	/* Loops run with the stop signals blocked, so they arrive in the main
+	 * thread's ppoll and never interrupt a loop between two steps. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	threads = calloc(d->loop_count, sizeof(*threads));
+	if (!threads) {
+		say("out of memory\n");
+		goto out_unblock;
+	}
+	for (started = 0; started < d->loop_count; started++) {
+		ret = pthread_create(&threads[started], NULL, loop_thread, d->loops[started]);
+		if (ret) {
+			say("cannot start event loop %u: %s\n", started, strerror(ret));
+			request_stop();
+			goto out_join;
+		}
+	}
+	fuse_log(FUSE_LOG_INFO, "chunkfs: %s mounted on %s (%s, %u threads)\n",
+		 o.source, o.mountpoint_real, d->geo->backend, d->loop_count);
+	detach_finish();
+	exit_code = 0;
+
+	{
+		sigset_t unblocked = old;
+
+		sigdelset(&unblocked, SIGINT);
+		sigdelset(&unblocked, SIGTERM);
+		sigdelset(&unblocked, SIGHUP);
+		sigdelset(&unblocked, SIGUSR1);
+		wait_for_end(d->se, &unblocked);
+	}
+
+out_join:
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	free(threads);
+out_unblock:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (crash_requested) {
+		/* Test-only power loss: every write not covered by a completed
+		 * flush is dropped (or torn), nothing is checkpointed, the
+		 * kernel sees the daemon vanish. */
+		fuse_log(FUSE_LOG_WARNING, "chunkfs: SIGUSR1: simulating a power loss\n");
+		cfs_fs_abandon(d->fs);
+		ret = cfs_io_fault_crash(d->io, false);
+		if (ret < 0)
+			fuse_log(FUSE_LOG_ERR, "chunkfs: power loss simulation: %s\n",
+				 strerror(-ret));
+		_exit(exit_code);
+	}
+out_unmount:
+	fuse_session_unmount(d->se);
+out_remove_handlers:
+	fuse_remove_signal_handlers(d->se);
+out_destroy_session:
+	fuse_session_destroy(d->se);
+	d->se = NULL;
+out_close_stop:
+	close(stop_fd);
+out_destroy_loops:
+	cfs_loops_destroy(d);
+out_close_fs:
+	ret = cfs_fs_close(d->fs);
+	if (ret && exit_code == 0) {
+		fuse_log(FUSE_LOG_ERR, "chunkfs: %s: checkpoint at unmount failed: %s\n",
+			 o.source, strerror(-ret));
+		exit_code = EXIT_MOUNT;
+	}
+out_close_io:
+	cfs_io_close(d->io);
+out_unlock:
+	/* Last: the next mount of this store may start only now. */
+	for (int i = 0; i < 2; i++)
+		if (lock_fd[i] >= 0)
+			close(lock_fd[i]);
+out:
+	if (log_to_syslog)
+		closelog();
+	return exit_code;
+}

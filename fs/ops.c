@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ops.c — the fuse_lowlevel_ops table: thin cfs_ll_* callbacks that turn
+ * FUSE requests into calls of the namespace (fs/namespace.h), the data path
+ * (fs/data.h) and the journal (fsync), and turn their -errno into a FUSE
+ * reply, once, here (cfs_reply_err).
+ *
+ * Policy lives elsewhere; what is decided here is only what FUSE itself
+ * asks for:
+ *   - init: capabilities (asynchronous reads and direct I/O, atomic O_TRUNC,
+ *     symlink caching; no writeback cache: buffered writes are written
+ *     through, so buffered and O_DIRECT opens stay coherent), 1 MiB requests,
+ *     max_background raised so the database's asynchronous I/O keeps its
+ *     queue depth, nanosecond timestamps.
+ *   - Locks: .getlk/.setlk/.flock are deliberately unset, so the kernel
+ *     handles POSIX and flock locks locally. Every process that can reach
+ *     the files goes through this one mount, so local locks are exact.
+ *   - Cache lifetimes: long (daemon.h explains why).
+ *   - O_DIRECT opens get direct_io (FOPEN_DIRECT_IO: no page cache); buffered
+ *     opens drop the page cache at open (keep_cache 0).
+ *   - fsync is answered from the committer thread when the commit is
+ *     durable: no loop thread waits.
+ *   - xattrs: security.capability (asked before every write) gets ENODATA
+ *     without touching the namespace; security.*, system.*, trusted.*:
+ *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* is reserved for the
+ *     statistics. getxattr/listxattr never answer ENOSYS: the kernel would
+ *     stop asking for the whole mount.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "fs/daemon.h"
+#include "fs/data.h"
+#include "fs/fs.h"
+
+#define FS()	(cfs_daemon.fs)
+
+/* fi->fh: the open inode, with CFS_FILE_* flags in the low bits (inodes are
+ * at least 8-byte aligned). */
+#define FH_FLAGS_MASK	7ull
+
+static inline uint64_t fh_make(struct cfs_inode *inode, unsigned flags)
+{
+	return (uint64_t)(uintptr_t)inode | flags;
+}
+
+static inline struct cfs_inode *fh_inode(const struct fuse_file_info *fi)
+{
+	return (struct cfs_inode *)(uintptr_t)(fi->fh & ~FH_FLAGS_MASK);
+}
+
+static inline unsigned fh_flags(const struct fuse_file_info *fi)
+{
+	return (unsigned)(fi->fh & FH_FLAGS_MASK);
+}
+
+_Static_assert(CFS_FILE_DIRECT <= FH_FLAGS_MASK, "file flags live in the low bits of fh");
+
+/* ---- replies ---------------------------------------------------------------- */
+
+void cfs_reply_err(fuse_req_t req, int err)
+{
+	/* ENOSYS would switch the operation off for the whole mount. */
+	if (err == -ENOSYS)
+		err = -EIO;
+	fuse_reply_err(req, -err);
+}
+
+static void attr_to_stat(const struct cfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size_bytes;
+	st->st_blocks = (blkcnt_t)a->blocks_512;
+	st->st_blksize = a->blksize_bytes;
+	st->st_atim.tv_sec = a->atime_ns / 1000000000;
+	st->st_atim.tv_nsec = a->atime_ns % 1000000000;
+	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
+	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
+	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
+}
+
+void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr)
+{
+	struct stat st;
+
+	attr_to_stat(attr, &st);
+	fuse_reply_attr(req, &st, CFS_ATTR_TIMEOUT_S);
+}
+
+static void entry_from_attr(const struct cfs_attr *a, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->generation = a->generation;
+	attr_to_stat(a, &e->attr);
+	e->attr_timeout = CFS_ATTR_TIMEOUT_S;
+	e->entry_timeout = CFS_ENTRY_TIMEOUT_S;
+}
+
+static void reply_entry(fuse_req_t req, int ret, const struct cfs_attr *attr)
+{
+	struct fuse_entry_param e;
+
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return;
+	}
+	entry_from_attr(attr, &e);
+	/* If the kernel dropped the request (interrupted), the lookup count
+	 * the namespace just raised would leak: give it back. */
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		cfs_ns_forget(FS(), attr->ino, 1);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* What we want on top of libfuse's defaults, where the kernel can. */
+	conn->want |= conn->capable & (FUSE_CAP_ASYNC_READ | FUSE_CAP_ASYNC_DIO |
+				       FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_CACHE_SYMLINKS |
+				       FUSE_CAP_PARALLEL_DIROPS);
+	/* Write-through page cache: every buffered write reaches us, so
+	 * O_DIRECT opens of the same file see it. */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* We do not clear suid/sgid on write ourselves: let the kernel do it
+	 * (it sends a SETATTR). */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/* Locks are the kernel's, locally (see the top of this file). */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+
+	/* 1 MiB requests; libfuse 3.14 sizes its receive buffer from
+	 * max_write (+ a page for the header), and sends max_pages. */
+	conn->max_write = CFS_MAX_WRITE_BYTES;
+	conn->max_readahead = CFS_MAX_WRITE_BYTES;
+	conn->max_background = CFS_MAX_BACKGROUND;
+	conn->congestion_threshold = CFS_CONGESTION_THRESHOLD;
+	conn->time_gran = 1;
+}
+
+/* ---- lookups and attributes ------------------------------------------------------ */
+
+static void cfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct cfs_attr attr;
+	int ret = cfs_ns_lookup(FS(), parent, name, &attr);
+
+	if (ret == -ENOENT) {
+		/* A negative entry, cached as long as a positive one: every
+		 * create goes through this mount and invalidates it. */
+		struct fuse_entry_param e;
+
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = CFS_ENTRY_TIMEOUT_S;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry(req, ret, &attr);
+}
+
+static void cfs_ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	cfs_ns_forget(FS(), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void cfs_ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		cfs_ns_forget(FS(), forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void cfs_ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct cfs_attr attr;
+	int ret = cfs_ns_getattr(FS(), ino, &attr);
+
+	(void)fi;
+	if (ret)
+		cfs_reply_err(req, ret);
+	else
+		cfs_reply_attr(req, &attr);
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set,
+			   struct fuse_file_info *fi)
+{
+	struct cfs_setattr set = { 0 };
+	struct cfs_ns_zero zero = { 0 };
+	struct cfs_attr attr;
+	int ret;
+
+	(void)fi;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		set.valid |= CFS_SET_MODE;
+		set.mode = st->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		set.valid |= CFS_SET_UID;
+		set.uid = st->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		set.valid |= CFS_SET_GID;
+		set.gid = st->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (st->st_size < 0) {
+			cfs_reply_err(req, -EINVAL);
+			return;
+		}
+		set.valid |= CFS_SET_SIZE;
+		set.size_bytes = (uint64_t)st->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		set.valid |= CFS_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		set.valid |= CFS_SET_ATIME;
+		set.atime_ns = ts_ns(&st->st_atim);
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		set.valid |= CFS_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		set.valid |= CFS_SET_MTIME;
+		set.mtime_ns = ts_ns(&st->st_mtim);
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		set.valid |= CFS_SET_CTIME;
+		set.ctime_ns = ts_ns(&st->st_ctim);
+	}
+	ret = cfs_ns_setattr(FS(), ino, &set, &attr, &zero);
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return;
+	}
+	/* A truncate inside a written sector: zero the cut bytes on the
+	 * device before answering (they must not come back if the file grows). */
+	cfs_data_zero(req, &zero, &attr);
+}
+
+static void cfs_ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char target[CFS_SYMLINK_MAX + 1];
+	ssize_t n = cfs_ns_readlink(FS(), ino, target, sizeof(target) - 1);
+
+	if (n < 0) {
+		cfs_reply_err(req, (int)n);
+		return;
+	}
+	if ((size_t)n > sizeof(target) - 1)
+		n = sizeof(target) - 1;
+	target[n] = '\0';
+	fuse_reply_readlink(req, target);
+}
+
+/* ---- creating and removing names ----------------------------------------------------- */
+
+static void cfs_ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			 dev_t rdev)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct cfs_attr attr;
+	int ret = cfs_ns_mknod(FS(), parent, name, mode, rdev, ctx->uid, ctx->gid, &attr);
+
+	reply_entry(req, ret, &attr);
+}
+
+static void cfs_ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct cfs_attr attr;
+	int ret = cfs_ns_mkdir(FS(), parent, name, mode, ctx->uid, ctx->gid, &attr);
+
+	reply_entry(req, ret, &attr);
+}
+
+static void cfs_ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct cfs_attr attr;
+	int ret = cfs_ns_symlink(FS(), parent, name, link, ctx->uid, ctx->gid, &attr);
+
+	reply_entry(req, ret, &attr);
+}
+
+static void cfs_ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct cfs_attr attr;
+	int ret = cfs_ns_link(FS(), ino, newparent, newname, &attr);
+
+	reply_entry(req, ret, &attr);
+}
+
+static void cfs_ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	cfs_reply_err(req, cfs_ns_unlink(FS(), parent, name));
+}
+
+static void cfs_ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	cfs_reply_err(req, cfs_ns_rmdir(FS(), parent, name));
+}
+
+static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			  fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	cfs_reply_err(req, cfs_ns_rename(FS(), parent, name, newparent, newname, flags));
+}
+
+/* ---- open files ------------------------------------------------------------------------ */
+
+static int open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_info *fi)
+{
+	unsigned flags = 0;
+
+	(void)req;
+	if (fi->flags & O_DIRECT) {
+		fi->direct_io = 1;
+		flags |= CFS_FILE_DIRECT;
+	} else {
+		/* Drop what the page cache holds from an earlier open: O_DIRECT
+		 * writes in between did not go through it. */
+		fi->keep_cache = 0;
+	}
+	fi->fh = fh_make(inode, flags);
+	return 0;
+}
+
+static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct cfs_inode *inode;
+	int ret;
+
+	ret = cfs_ns_open(FS(), ino, &inode);
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return;
+	}
+	if ((fi->flags & O_TRUNC) && S_ISREG(inode->mode)) {
+		/* FUSE_CAP_ATOMIC_O_TRUNC: the kernel leaves O_TRUNC to us (no
+		 * separate SETATTR), so open and truncate are one step. A
+		 * truncate to 0 cuts no sector: nothing to zero. */
+		struct cfs_setattr set = {
+			.valid = CFS_SET_SIZE | CFS_SET_MTIME_NOW,
+			.size_bytes = 0,
+		};
+		struct cfs_attr attr;
+
+		ret = cfs_ns_setattr(FS(), ino, &set, &attr, NULL);
+		if (ret) {
+			cfs_ns_release(FS(), inode);
+			cfs_reply_err(req, ret);
+			return;
+		}
+	}
+	open_file(req, inode, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		cfs_ns_release(FS(), inode);	/* interrupted: no RELEASE will come */
+}
+
+static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			  struct fuse_file_info *fi)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fuse_entry_param e;
+	struct cfs_inode *inode;
+	struct cfs_attr attr;
+	int ret;
+
+	ret = cfs_ns_create_open(FS(), parent, name, mode, ctx->uid, ctx->gid, &attr, &inode);
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return;
+	}
+	open_file(req, inode, fi);
+	entry_from_attr(&attr, &e);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		cfs_ns_release(FS(), inode);
+		cfs_ns_forget(FS(), attr.ino, 1);
+	}
+}
+
+static void cfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	int ret;
+
+	(void)ino;
+	if (off < 0) {
+		cfs_reply_err(req, -EINVAL);
+		return;
+	}
+	ret = cfs_data_read(req, fh_inode(fi), fh_flags(fi), size, (uint64_t)off);
+	if (ret)
+		cfs_reply_err(req, ret);
+}
+
+static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	int ret;
+
+	(void)ino;
+	if (off < 0) {
+		cfs_reply_err(req, -EINVAL);
+		return;
+	}
+	ret = cfs_data_write(req, fh_inode(fi), fh_flags(fi), buf, size, (uint64_t)off);
+	if (ret)
+		cfs_reply_err(req, ret);
+}
+
+static void cfs_ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	/* Writes are answered only once on the store (no write-back cache
+	 * here): nothing to flush at close. Durability is fsync's job. */
+	fuse_reply_err(req, 0);
+}
+
+static void cfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	cfs_ns_release(FS(), fh_inode(fi));
+	fuse_reply_err(req, 0);
+}
+
+/* fsync is answered by the committer thread once the commit is durable. */
+static void fsync_done(int res, void *arg)
+{
+	fuse_req_t req = arg;
+
+	/* The filesystem went read-only after a failed metadata write: what
+	 * this fsync covers may not be on the store. */
+	if (res == -EROFS)
+		res = -EIO;
+	cfs_reply_err(req, res > 0 ? 0 : res);
+}
+
+static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	int ret;
+
+	(void)ino;
+	(void)datasync;		/* a commit covers data and metadata alike */
+	(void)fi;
+	if (cfs_daemon.ram || cfs_daemon.read_only) {
+		/* Nothing to make durable: a RAM mount persists nothing, a
+		 * read-only mount changes nothing. */
+		fuse_reply_err(req, 0);
+		return;
+	}
+	ret = cfs_journal_commit_async(FS(), fsync_done, req);
+	if (ret)
+		fsync_done(ret, req);
+}
+
+static void cfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			    struct fuse_file_info *fi)
+{
+	cfs_ll_fsync(req, ino, datasync, fi);
+}
+
+static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			     off_t length, struct fuse_file_info *fi)
+{
+	struct cfs_ns_zero zero = { 0 };
+	int ret;
+
+	(void)fi;
+	if (offset < 0 || length <= 0) {
+		cfs_reply_err(req, -EINVAL);
+		return;
+	}
+	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+		cfs_reply_err(req, -EOPNOTSUPP);
+		return;
+	}
+	ret = cfs_ns_fallocate(FS(), ino, mode, (uint64_t)offset, (uint64_t)length, &zero);
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return;
+	}
+	/* A punch inside written sectors: zero their cut bytes on the device. */
+	cfs_data_zero(req, &zero, NULL);
+}
+
+static void cfs_ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+			 struct fuse_file_info *fi)
+{
+	int64_t ret;
+
+	(void)ino;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		/* SEEK_SET/CUR/END never reach us; answer as the kernel would. */
+		cfs_reply_err(req, -EINVAL);
+		return;
+	}
+	if (off < 0) {
+		cfs_reply_err(req, -ENXIO);
+		return;
+	}
+	ret = cfs_ns_seek(FS(), fh_inode(fi), (uint64_t)off, whence);
+	if (ret < 0)
+		cfs_reply_err(req, (int)ret);
+	else
+		fuse_reply_lseek(req, (off_t)ret);
+}
+
+/* ---- directories ---------------------------------------------------------------------- */
+
+struct readdir_buf {
+	fuse_req_t req;
+	char *buf;
+	size_t size;
+	size_t used;
+	bool plus;
+};
+
+static int readdir_add(void *arg, const char *name, size_t name_length, uint64_t ino,
+		       uint32_t mode, uint64_t next_cookie, const struct cfs_attr *attr)
+{
+	struct readdir_buf *rb = arg;
+	char stackname[CFS_NAME_MAX + 1];
+	size_t n;
+
+	/* fuse_add_direntry wants a NUL-terminated name. */
+	if (name_length > CFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	memcpy(stackname, name, name_length);
+	stackname[name_length] = '\0';
+	if (rb->plus) {
+		struct fuse_entry_param e;
+
+		if (attr) {
+			entry_from_attr(attr, &e);
+		} else {
+			/* "." and "..": no lookup count, attributes unknown */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = ino;
+			e.attr.st_mode = mode;
+		}
+		n = fuse_add_direntry_plus(rb->req, rb->buf + rb->used, rb->size - rb->used,
+					   stackname, &e, (off_t)next_cookie);
+	} else {
+		struct stat st = { .st_ino = ino, .st_mode = mode };
+
+		n = fuse_add_direntry(rb->req, rb->buf + rb->used, rb->size - rb->used,
+				      stackname, &st, (off_t)next_cookie);
+	}
+	if (n > rb->size - rb->used)
+		return 1;		/* full: this entry is not consumed */
+	rb->used += n;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct readdir_buf rb = { .req = req, .size = size, .plus = plus };
+	int ret;
+
+	if (size > CFS_MAX_WRITE_BYTES)
+		rb.size = size = CFS_MAX_WRITE_BYTES;
+	rb.buf = malloc(size);
+	if (!rb.buf) {
+		cfs_reply_err(req, -ENOMEM);
+		return;
+	}
+	ret = cfs_ns_readdir(FS(), ino, off < 0 ? 0 : (uint64_t)off, plus, readdir_add, &rb);
+	if (ret < 0)
+		cfs_reply_err(req, ret);
+	else
+		fuse_reply_buf(req, rb.buf, rb.used);
+	free(rb.buf);
+}
+
+static void cfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, false);
+}
+
+static void cfs_ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			       struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, true);
+}
+
+/* ---- statfs ------------------------------------------------------------------------------ */
+
+static void cfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct cfs_ns_statfs s;
+	struct statvfs st;
+
+	(void)ino;
+	cfs_ns_statfs(FS(), &s);
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = s.block_bytes;
+	st.f_frsize = s.block_bytes;
+	st.f_blocks = s.blocks;
+	st.f_bfree = s.blocks_free;
+	st.f_bavail = s.blocks_avail;
+	st.f_files = s.files;
+	st.f_ffree = s.files_free;
+	st.f_favail = s.files_free;
+	st.f_namemax = s.name_max;
+	fuse_reply_statfs(req, &st);
+}
+
+/* ---- extended attributes ------------------------------------------------------------------ */
+
+#define STATS_PREFIX	"user.chunkfs."
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Namespaces chunkfs does not store: ENODATA on get, EOPNOTSUPP on set. */
+static bool foreign_xattr(const char *name)
+{
+	return !has_prefix(name, "user.");
+}
+
+static void cfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char stackbuf[256];
+	char *buf = stackbuf;
+	ssize_t n;
+
+	/* The kernel asks for security.capability before every write (unless
+	 * told not to): the fast path, no lock, no lookup. */
+	if (foreign_xattr(name)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (has_prefix(name, STATS_PREFIX)) {
+		/* Reserved for the per-chunk statistics (issue 6). */
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (size > sizeof(stackbuf)) {
+		buf = malloc(size);
+		if (!buf) {
+			cfs_reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	n = cfs_ns_getxattr(FS(), ino, name, buf, size);
+	if (n < 0)
+		cfs_reply_err(req, (int)n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	if (buf != stackbuf)
+		free(buf);
+}
+
+static void cfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size) {
+		buf = malloc(size);
+		if (!buf) {
+			cfs_reply_err(req, -ENOMEM);
+			return;
+		}
+	}
+	n = cfs_ns_listxattr(FS(), ino, buf, size);
+	if (n < 0)
+		cfs_reply_err(req, (int)n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void cfs_ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	if (foreign_xattr(name) || has_prefix(name, STATS_PREFIX)) {
+		cfs_reply_err(req, -EOPNOTSUPP);
+		return;
+	}
+	cfs_reply_err(req, cfs_ns_setxattr(FS(), ino, name, value, size, flags));
+}
+
+static void cfs_ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	if (foreign_xattr(name)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (has_prefix(name, STATS_PREFIX)) {
+		cfs_reply_err(req, -EOPNOTSUPP);
+		return;
+	}
+	cfs_reply_err(req, cfs_ns_removexattr(FS(), ino, name));
+}
+
+const struct fuse_lowlevel_ops cfs_ll_ops = {
+	.init = cfs_ll_init,
+	.lookup = cfs_ll_lookup,
+	.forget = cfs_ll_forget,
+	.forget_multi = cfs_ll_forget_multi,
+	.getattr = cfs_ll_getattr,
+	.setattr = cfs_ll_setattr,
+	.readlink = cfs_ll_readlink,
+	.mknod = cfs_ll_mknod,
+	.mkdir = cfs_ll_mkdir,
+	.unlink = cfs_ll_unlink,
+	.rmdir = cfs_ll_rmdir,
+	.symlink = cfs_ll_symlink,
+	.rename = cfs_ll_rename,
+	.link = cfs_ll_link,
+	.open = cfs_ll_open,
+	.read = cfs_ll_read,
+	.write = cfs_ll_write,
+	.flush = cfs_ll_flush,
+	.release = cfs_ll_release,
+	.fsync = cfs_ll_fsync,
+	.readdir = cfs_ll_readdir,
+	.readdirplus = cfs_ll_readdirplus,
+	.fsyncdir = cfs_ll_fsyncdir,
+	.statfs = cfs_ll_statfs,
+	.setxattr = cfs_ll_setxattr,
+	.getxattr = cfs_ll_getxattr,
+	.listxattr = cfs_ll_listxattr,
+	.removexattr = cfs_ll_removexattr,
+	.create = cfs_ll_create,
+	.fallocate = cfs_ll_fallocate,
+	.lseek = cfs_ll_lseek,
+	/* .getlk, .setlk, .flock: unset on purpose (kernel-local locks). */
+};
