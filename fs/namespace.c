@@ -2924,10 +2924,10 @@ char *cfs_ns_dump(struct cfs_fs *fs)
 			if (xs)
 				qsort(xs, n, sizeof(*xs), xattr_cmp);
 			for (uint32_t k = 0; xs && k < n; k++) {
-				fprintf(f, "  xattr %s =", xs[k]->data);
-				for (uint32_t b = 0; b < xs[k]->value_length; b++)
-					fprintf(f, "%02x", ((uint8_t *)xattr_value(xs[k]))[b]);
-				fputc('\n', f);
+				fprintf(f, "  xattr %s length %u xxh3 %016llx\n", xs[k]->data,
+					xs[k]->value_length,
+					(unsigned long long)XXH3_64bits(xattr_value(xs[k]),
+									xs[k]->value_length));
 			}
 			free(xs);
 		}

@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * test_journal.c — persistence of the metadata engine on a formatted store
+ * held by iopath's "ram" backend (optionally wrapped in "fault"): clean
+ * close and reopen gives an identical namespace; a crash (no clean close)
+ * keeps everything committed and nothing half-applied; a torn log tail
+ * ends replay cleanly; snapshots cycle through both halves; a failed
+ * metadata write turns the filesystem read-only; orphans are freed at
+ * mount; mount refuses stores it must not touch.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fs/fs.h"
+
+#define UNIT		(64u * 1024)
+#define STORE_BYTES	(64ull << 20)
+
+static struct cfs_io *io;
+static struct cfs_fs *fs;
+static struct cfs_fs_options opts = {
+	.commit_interval_ms = 3600 * 1000,	/* commits only when a test asks */
+};
+
+/* ---- a store: what mkchunkfs writes, in memory ------------------------------- */
+
+static void io_write(uint64_t offset, const void *data, uint32_t length)
+{
+	struct cfs_ioq *q;
+	struct cfs_ioq_config qc = { .depth = 4 };
+	void *buf = aligned_alloc(4096, (length + 4095) & ~4095u);
+
+	memcpy(buf, data, length);
+	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, offset, length, buf, NULL), (int)length);
+	cr_assert_geq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+	cfs_ioq_destroy(q);
+	free(buf);
+}
+
+static void io_read(uint64_t offset, void *data, uint32_t length)
+{
+	struct cfs_ioq *q;
+	struct cfs_ioq_config qc = { .depth = 4 };
+	void *buf = aligned_alloc(4096, (length + 4095) & ~4095u);
+
+	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, offset, length, buf, NULL), (int)length);
+	cfs_ioq_destroy(q);
+	memcpy(data, buf, length);
+	free(buf);
+}
+
+static struct cfs_sb format_store(uint64_t meta_bytes, uint64_t flags)
+{
+	const struct cfs_io_geometry *geo = cfs_io_geometry(io);
+	struct cfs_sb sb;
+	const char *why = NULL;
+	uint8_t *block = calloc(1, 8192);
+
+	cfs_sb_init_defaults(&sb);
+	sb.logical_sector_bytes = geo->logical_sector_bytes;
+	sb.physical_sector_bytes = geo->physical_sector_bytes;
+	cr_assert_eq(cfs_sb_layout(&sb, geo->size_bytes, 4096, UNIT, meta_bytes, &why), 0, "%s",
+		     why);
+	cr_assert_eq(cfs_uuid_generate(sb.uuid), 0);
+	cr_assert_eq(cfs_sb_set_label(&sb, "test"), 0);
+	/* The empty snapshot at the start of half A, then a zeroed block. */
+	cr_assert_eq(cfs_snap_seal(block, 4096, 0, 0, sb.log_seq_start, cfs_log_seed(sb.uuid)), 0);
+	io_write(cfs_sb_half_offset_bytes(&sb, 0), block, 8192);
+	memset(block, 0, 8192);
+	sb.flags = flags;
+	sb.generation = 1;
+	cfs_sb_encode(&sb, block + CFS_SB_SLOT_OFFSET_BYTES(1));
+	sb.generation = 2;
+	cfs_sb_encode(&sb, block + CFS_SB_SLOT_OFFSET_BYTES(0));
+	io_write(0, block, 8192);
+	free(block);
+	return sb;
+}
+
+static void open_target(const char *fault_spec)
+{
+	struct cfs_io_config cfg = {
+		.backend = "ram", .size_bytes = STORE_BYTES, .align_bytes = 512,
+		.fault_spec = fault_spec,
+	};
+
+	cr_assert_eq(cfs_io_open(&cfg, &io), 0);
+}
+
+static void mount_fs(void)
+{
+	char err[256] = "";
+
+	cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), 0, "mount: %s", err);
+}
+
+static void setup(void)
+{
+	open_target(NULL);
+	format_store(0, 0);
+	mount_fs();
+}
+
+static void setup_fault(void)
+{
+	open_target("volatile=1,seed=3");
+	format_store(0, 0);
+	mount_fs();
+}
+
+static void setup_small_meta(void)
+{
+	open_target(NULL);
+	format_store(CFS_META_MIN_BYTES, 0);
+	mount_fs();
+}
+
+static void teardown(void)
+{
+	if (fs)
+		cfs_fs_close(fs);
+	fs = NULL;
+	cfs_io_close(io);
+}
+
+static void remount(void)
+{
+	cr_assert_eq(cfs_fs_close(fs), 0);
+	fs = NULL;
+	mount_fs();
+}
+
+static void crash_and_remount(void)
+{
+	cfs_fs_abandon(fs);
+	fs = NULL;
+	mount_fs();
+}
+
+/* ---- building a namespace ------------------------------------------------------ */
+
+static uint64_t mk(uint64_t parent, const char *name, uint32_t mode)
+{
+	struct cfs_attr a;
+
+	if (S_ISDIR(mode))
+		cr_assert_eq(cfs_ns_mkdir(fs, parent, name, mode & 07777, 0, 0, &a), 0, "%s", name);
+	else
+		cr_assert_eq(cfs_ns_mknod(fs, parent, name, mode, 0, 3, 4, &a), 0, "%s", name);
+	cfs_ns_forget(fs, a.ino, 1);
+	return a.ino;
+}
+
+static void write_sim(struct cfs_inode *in, uint64_t offset, uint64_t length)
+{
+	uint64_t pos = offset;
+
+	cfs_ns_io_begin(in);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, offset, length), 0);
+	while (pos < offset + length) {
+		struct cfs_extent_run run;
+
+		cr_assert_eq(cfs_extent_lookup(in->map, pos, offset + length - pos, &run), 0);
+		cr_assert(run.mapped);
+		cr_assert_eq(cfs_extent_mark_written(in->map, pos, run.length_bytes,
+						     run.device_offset_bytes), 0);
+		pos += run.length_bytes;
+	}
+	cfs_ns_write_done(fs, in, offset, length);
+	cfs_ns_io_end(fs, in);
+}
+
+static void build_tree(void)
+{
+	uint64_t d = mk(CFS_ROOT_INO, "chunks", S_IFDIR | 0750);
+	uint64_t t = mk(d, "temp", S_IFDIR | 0700);
+	uint64_t f = mk(d, "rootdbs", S_IFREG | 0660);
+	uint64_t g = mk(t, "tmpdbs", S_IFREG | 0660);
+	struct cfs_inode *in;
+	struct cfs_attr a;
+	struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+	char big[40000];
+
+	cr_assert_eq(cfs_ns_symlink(fs, CFS_ROOT_INO, "rootdbs", "/srv/chunks/rootdbs", 0, 0, &a),
+		     0);
+	cfs_ns_forget(fs, a.ino, 1);
+	mk(CFS_ROOT_INO, "fifo", S_IFIFO | 0600);
+	cr_assert_eq(cfs_ns_link(fs, f, CFS_ROOT_INO, "hardlink", &a), 0);
+	cfs_ns_forget(fs, f, 1);
+	cr_assert_eq(cfs_ns_setxattr(fs, f, "user.page", "2048", 4, 0), 0);
+	memset(big, 0x5a, sizeof(big));
+	cr_assert_eq(cfs_ns_setxattr(fs, f, "user.big", big, sizeof(big), 0), 0);
+	cr_assert_eq(cfs_ns_set_page_size(fs, f, 2048), 0);
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	write_sim(in, 0, 5 * UNIT);
+	write_sim(in, 7 * UNIT + 1024, 2048); /* a partial unit: bitmap */
+	cfs_ns_release(fs, in);
+	cr_assert_eq(cfs_ns_fallocate(fs, g, 0, 0, 3 * UNIT, NULL), 0);
+	cr_assert_eq(cfs_ns_open(fs, g, &in), 0);
+	write_sim(in, UNIT, 512);
+	cfs_ns_release(fs, in);
+	s.size_bytes = 2 * UNIT + 100;
+	cr_assert_eq(cfs_ns_setattr(fs, g, &s, &a, NULL), 0);
+	cr_assert_eq(cfs_ns_rename(fs, d, "temp", CFS_ROOT_INO, "temp", 0), 0);
+	mk(CFS_ROOT_INO, "gone", S_IFREG | 0600);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "gone"), 0);
+}
+
+static char *dump(void)
+{
+	char *d = cfs_ns_dump(fs);
+
+	cr_assert_not_null(d);
+	return d;
+}
+
+static void assert_same(const char *a, const char *b)
+{
+	if (strcmp(a, b)) {
+		fprintf(stderr, "--- expected\n%s--- got\n%s", a, b);
+		cr_assert_fail("namespace differs");
+	}
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+Test(journal, fresh_store_gets_a_root, .init = setup, .fini = teardown)
+{
+	struct cfs_attr a;
+
+	cr_assert_eq(cfs_ns_getattr(fs, CFS_ROOT_INO, &a), 0);
+	cr_assert(S_ISDIR(a.mode));
+	cr_assert_eq(a.mode & 07777, 0755);
+	cr_assert_not(fs->sb.flags & CFS_SB_CLEAN);
+	remount();
+	cr_assert_eq(cfs_ns_getattr(fs, CFS_ROOT_INO, &a), 0);
+}
+
+Test(journal, clean_close_reopen_identical, .init = setup, .fini = teardown)
+{
+	char *before, *after;
+	struct cfs_sb sb;
+	uint8_t block[4096];
+	int slot;
+
+	build_tree();
+	before = dump();
+	cr_assert_eq(cfs_fs_close(fs), 0);
+	fs = NULL;
+	/* The store says CLEAN after a clean close. */
+	{
+		uint8_t area[8192];
+
+		io_read(0, area, sizeof(area));
+		cr_assert_geq(cfs_sb_pick(area, area + 4096, &sb, &slot, NULL), 0);
+		cr_assert(sb.flags & CFS_SB_CLEAN);
+	}
+	(void)block;
+	mount_fs();
+	after = dump();
+	assert_same(before, after);
+	free(after);
+	/* And again, through a second cycle. */
+	remount();
+	after = dump();
+	assert_same(before, after);
+	free(before);
+	free(after);
+}
+
+Test(journal, crash_keeps_committed_drops_uncommitted, .init = setup, .fini = teardown)
+{
+	char *committed, *after;
+	struct cfs_attr a;
+
+	build_tree();
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	committed = dump();
+	/* Not committed: must vanish whole. */
+	mk(CFS_ROOT_INO, "late", S_IFREG | 0600);
+	cr_assert_eq(cfs_ns_rename(fs, CFS_ROOT_INO, "hardlink", CFS_ROOT_INO, "moved", 0), 0);
+	cr_assert_eq(cfs_ns_setxattr(fs, CFS_ROOT_INO, "user.late", "1", 1, 0), 0);
+	crash_and_remount();
+	after = dump();
+	assert_same(committed, after);
+	cr_assert_eq(cfs_ns_lookup(fs, CFS_ROOT_INO, "late", &a), -ENOENT);
+	free(committed);
+	free(after);
+}
+
+Test(journal, crash_after_commits_and_fsync_of_written_state, .init = setup, .fini = teardown)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
+	struct cfs_inode *in;
+	char *committed, *after;
+	bool w;
+
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	for (int i = 0; i < 20; i++) {
+		write_sim(in, (uint64_t)i * 4096, 4096);
+		if (i % 4 == 3)
+			cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	}
+	committed = dump();
+	cfs_ns_release(fs, in);
+	crash_and_remount();
+	after = dump();
+	assert_same(committed, after);
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	cr_assert_eq(cfs_extent_written_span(in->map, 0, 2 * UNIT, &w), 20 * 4096);
+	cr_assert(w);
+	cfs_ns_release(fs, in);
+	free(committed);
+	free(after);
+}
+
+Test(journal, power_loss_with_volatile_cache, .init = setup_fault, .fini = teardown)
+{
+	char *committed, *after;
+
+	build_tree();
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	committed = dump();
+	mk(CFS_ROOT_INO, "late", S_IFREG | 0600);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "hardlink"), 0);
+	cfs_fs_abandon(fs);
+	fs = NULL;
+	/* Everything not flushed is dropped, torn per physical sector. */
+	cr_assert_geq(cfs_io_fault_crash(io, true), 0);
+	mount_fs();
+	after = dump();
+	assert_same(committed, after);
+	free(committed);
+	free(after);
+}
+
+Test(journal, torn_log_tail_ends_replay, .init = setup, .fini = teardown)
+{
+	struct cfs_journal_stat st;
+	char *first, *after;
+	uint64_t log_start = cfs_sb_log_offset_bytes(&fs->sb);
+	uint64_t second_at;
+	uint8_t sector[512];
+
+	mk(CFS_ROOT_INO, "a", S_IFREG | 0600);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	first = dump();
+	cfs_journal_stat(fs->journal, &st);
+	second_at = log_start + st.log_used_bytes;
+	mk(CFS_ROOT_INO, "b", S_IFDIR | 0700);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_fs_abandon(fs);
+	fs = NULL;
+	/* Tear the second commit: a bit flip in its first record's payload. */
+	io_read(second_at, sector, sizeof(sector));
+	sector[40] ^= 0x01;
+	io_write(second_at, sector, sizeof(sector));
+	mount_fs();
+	after = dump();
+	assert_same(first, after);
+	free(first);
+	free(after);
+}
+
+Test(journal, snapshots_cycle_through_both_halves, .init = setup_small_meta, .fini = teardown)
+{
+	struct cfs_journal_stat st;
+	uint64_t d = mk(CFS_ROOT_INO, "d", S_IFDIR | 0755);
+	char name[32], *before, *after;
+	uint64_t start_snaps;
+	unsigned half_seen[2] = { 0, 0 };
+
+	cfs_journal_stat(fs->journal, &st);
+	start_snaps = st.snapshots;
+	for (int round = 0; round < 600; round++) {
+		char value[8192];
+
+		/* Churn: 20 creates, 19 unlinks, one 8 KiB xattr per commit, so
+		 * the log fills many times while the namespace stays small. */
+		for (int i = 0; i < 20; i++) {
+			snprintf(name, sizeof(name), "f%d.%d", round, i);
+			mk(d, name, S_IFREG | 0600);
+			if (i)
+				cr_assert_eq(cfs_ns_unlink(fs, d, name), 0);
+		}
+		memset(value, round & 0xff, sizeof(value));
+		cr_assert_eq(cfs_ns_setxattr(fs, d, "user.v", value, sizeof(value), 0), 0);
+		cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+		half_seen[fs->sb.meta_active_half]++;
+	}
+	cfs_journal_stat(fs->journal, &st);
+	cr_assert_geq(st.snapshots - start_snaps, 10, "only %llu snapshots",
+		      (unsigned long long)(st.snapshots - start_snaps));
+	cr_assert_gt(half_seen[0], 0);
+	cr_assert_gt(half_seen[1], 0);
+	before = dump();
+	crash_and_remount();
+	after = dump();
+	assert_same(before, after);
+	free(after);
+	remount();
+	after = dump();
+	assert_same(before, after);
+	free(before);
+	free(after);
+}
+
+Test(journal, busy_units_until_durable, .init = setup, .fini = teardown)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
+	struct cfs_inode *in;
+	struct cfs_setattr s = { .valid = CFS_SET_SIZE, .size_bytes = 0 };
+	struct cfs_attr a;
+	int64_t su;
+
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	write_sim(in, 0, 2 * UNIT);
+	su = cfs_extent_unit_get(in->map, 1);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su), CFS_ALLOC_STATE_BUSY);
+	/* A crash now: the file still owns the unit (the truncate is lost). */
+	cfs_ns_release(fs, in);
+	crash_and_remount();
+	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su), CFS_ALLOC_STATE_USED);
+	cr_assert_eq(cfs_ns_getattr(fs, f, &a), 0);
+	cr_assert_eq(a.size_bytes, 2 * UNIT);
+	/* Again, committed this time. */
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su), CFS_ALLOC_STATE_FREE);
+}
+
+Test(journal, orphans_freed_at_mount, .init = setup, .fini = teardown)
+{
+	struct cfs_inode *in;
+	struct cfs_attr a;
+	struct cfs_alloc_stat st;
+	uint64_t ino;
+
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "tmp", 0600, 0, 0, &a, &in), 0);
+	ino = a.ino;
+	write_sim(in, 0, 4 * UNIT);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "tmp"), 0);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_alloc_stat(fs->alloc, &st);
+	cr_assert_eq(st.used_units, 4);
+	/* Crash with the file open: an orphan on the store. */
+	crash_and_remount();
+	cr_assert_eq(cfs_ns_getattr(fs, ino, &a), -ENOENT);
+	cfs_alloc_stat(fs->alloc, &st);
+	cr_assert_eq(st.used_units, 0);
+}
+
+Test(journal, failed_metadata_write_turns_read_only, .init = NULL, .fini = teardown)
+{
+	struct cfs_attr a;
+	char *committed, *after;
+
+	open_target("op=read,nth=1000000,err=EIO");
+	format_store(0, 0);
+	mount_fs();
+	mk(CFS_ROOT_INO, "kept", S_IFREG | 0600);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	committed = dump();
+	cr_assert_eq(cfs_io_fault_arm(io, "op=write,nth=1,err=EIO"), 0);
+	mk(CFS_ROOT_INO, "lost", S_IFREG | 0600);
+	cr_assert_eq(cfs_journal_commit_sync(fs), -EIO);
+	cr_assert(cfs_fs_is_readonly(fs));
+	cr_assert_eq(cfs_ns_mknod(fs, CFS_ROOT_INO, "x", S_IFREG, 0, 0, 0, &a), -EROFS);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "kept"), -EROFS);
+	cr_assert_eq(cfs_ns_setxattr(fs, CFS_ROOT_INO, "user.x", "1", 1, 0), -EROFS);
+	cr_assert_eq(cfs_journal_commit_sync(fs), -EROFS);
+	/* Reads still work. */
+	cr_assert_eq(cfs_ns_lookup(fs, CFS_ROOT_INO, "kept", &a), 0);
+	cr_assert_eq(cfs_fs_close(fs), -EIO);
+	fs = NULL;
+	cr_assert_eq(cfs_io_fault_arm(io, "op=read,nth=1000000,err=EIO"), 0);
+	mount_fs();
+	after = dump();
+	assert_same(committed, after);
+	free(committed);
+	free(after);
+}
+
+Test(journal, refuses_interrupted_mkfs_and_foreign_data, .init = NULL, .fini = NULL)
+{
+	char err[256] = "";
+	uint8_t junk[8192];
+
+	open_target(NULL);
+	format_store(0, CFS_SB_INPROGRESS);
+	cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), -EUCLEAN);
+	cr_assert_not_null(strstr(err, "mkchunkfs"), "%s", err);
+	cr_assert_null(fs);
+	memset(junk, 0xab, sizeof(junk));
+	io_write(0, junk, sizeof(junk));
+	cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), -EINVAL);
+	cr_assert_not_null(strstr(err, "not a chunkfs store"), "%s", err);
+	cfs_io_close(io);
+}
+
+Test(journal, read_only_mount_writes_nothing, .init = setup, .fini = teardown)
+{
+	struct cfs_fs_options ro = opts;
+	char err[256] = "", *before, *after;
+	struct cfs_attr a;
+
+	build_tree();
+	remount();
+	before = dump();
+	cr_assert_eq(cfs_fs_close(fs), 0);
+	ro.read_only = true;
+	cr_assert_eq(cfs_fs_open(io, &ro, &fs, err, sizeof(err)), 0, "%s", err);
+	cr_assert(cfs_fs_is_readonly(fs));
+	cr_assert_eq(cfs_ns_mknod(fs, CFS_ROOT_INO, "x", S_IFREG, 0, 0, 0, &a), -EROFS);
+	after = dump();
+	assert_same(before, after);
+	free(before);
+	free(after);
+}
+
+static void setup_big_meta(void)
+{
+	open_target(NULL);
+	format_store(32ull << 20, 0);
+	mount_fs();
+}
+
+Test(journal, many_records_one_commit_and_big_tail, .init = setup_big_meta, .fini = teardown)
+{
+	uint64_t d = mk(CFS_ROOT_INO, "d", S_IFDIR | 0755);
+	char name[64], *before, *after;
+
+	/* More than a replay window's worth of records in one commit. */
+	for (int i = 0; i < 12000; i++) {
+		snprintf(name, sizeof(name), "entry-with-a-longish-name.%06d", i);
+		mk(d, name, S_IFREG | 0600);
+	}
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	before = dump();
+	crash_and_remount();
+	after = dump();
+	assert_same(before, after);
+	free(before);
+	free(after);
+}
