@@ -111,6 +111,7 @@ enum cfs_log_type {
 	CFS_LOG_INVALID = 0,
 	CFS_LOG_NOOP = 1,		/* padding / test record, no payload meaning */
 	CFS_LOG_COMMIT = 2,		/* end of a multi-record transaction */
+	CFS_LOG_FS_INFO = 3,		/* daemon: first record of a snapshot */
 
 	CFS_LOG_INODE_CREATE = 16,
 	CFS_LOG_INODE_UPDATE = 17,
@@ -118,6 +119,8 @@ enum cfs_log_type {
 	CFS_LOG_DIRENT_ADD = 19,
 	CFS_LOG_DIRENT_REMOVE = 20,
 	CFS_LOG_DIRENT_RENAME = 21,
+	CFS_LOG_XATTR_SET = 22,		/* daemon: user xattr (a piece of its value) */
+	CFS_LOG_XATTR_REMOVE = 23,
 
 	CFS_LOG_EXTENT_MAP = 64,
 	CFS_LOG_EXTENT_UNMAP = 65,

@@ -61,14 +61,6 @@ struct cfs_snap_builder;
 /* Largest single metadata write (iopath's request limit). */
 #define CFS_JOURNAL_IO_BYTES		(1u << 20)
 
-/* Record types this module adds in fs/format.h's reserved ranges (to move
- * into enum cfs_log_type once fs/format.h is committed; numbers are final). */
-enum {
-	CFS_LOG_FS_INFO = 3,		/* housekeeping: first record of a snapshot */
-	CFS_LOG_XATTR_SET = 22,		/* namespace */
-	CFS_LOG_XATTR_REMOVE = 23,
-};
-
 /* Record header flags (struct cfs_log_record.flags). */
 #define CFS_JREC_MORE			0x0001u	/* the transaction continues */
 
