@@ -434,11 +434,18 @@ static int dir_add(struct cfs_dir *dir, const char *name, size_t length, uint64_
 	dir->entry_count++;
 
 	at = order_search(dir, cookie);
-	if (at < dir->order_len)
-		memmove(&dir->order[at + 1], &dir->order[at],
-			(dir->order_len - at) * sizeof(*dir->order));
-	dir->order[at] = (struct dir_slot){ cookie, d };
-	dir->order_len++;
+	if (at > 0 && dir->order[at - 1].cookie == cookie && !dir->order[at - 1].dirent) {
+		/* Replay re-adds an entry with the cookie its removal just left
+		 * as a hole: take the hole back. */
+		dir->order[at - 1].dirent = d;
+		dir->order_holes--;
+	} else {
+		if (at < dir->order_len)
+			memmove(&dir->order[at + 1], &dir->order[at],
+				(dir->order_len - at) * sizeof(*dir->order));
+		dir->order[at] = (struct dir_slot){ cookie, d };
+		dir->order_len++;
+	}
 	if (dir->entry_count > dir->bucket_count)
 		dir_rehash(dir);
 	if (out)
@@ -456,7 +463,11 @@ static void dir_remove(struct cfs_dir *dir, struct cfs_dirent *d)
 		link = &(*link)->hash_next;
 	}
 	*link = d->hash_next;
+	/* Cookies are unique among live entries, but a hole may share one. */
 	at = order_search(dir, d->cookie - 1);
+	while (at < dir->order_len && dir->order[at].cookie == d->cookie &&
+	       dir->order[at].dirent != d)
+		at++;
 	CFS_FS_ASSERT(at < dir->order_len && dir->order[at].dirent == d);
 	dir->order[at].dirent = NULL;
 	dir->order_holes++;

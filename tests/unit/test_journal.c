@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,6 +550,122 @@ Test(journal, many_records_one_commit_and_big_tail, .init = setup_big_meta, .fin
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	before = dump();
 	crash_and_remount();
+	after = dump();
+	assert_same(before, after);
+	free(before);
+	free(after);
+}
+
+/* ---- snapshots while other threads mutate, then a crash ------------------------ */
+
+struct worker {
+	uint64_t	dir;
+	int		id;
+	int		rounds;
+	atomic_int	*running;
+};
+
+static void *worker_thread(void *p)
+{
+	struct worker *w = p;
+	unsigned seed = (unsigned)w->id * 7919u + 1;
+
+	for (int r = 0; r < w->rounds; r++) {
+		char name[32], to[32];
+		struct cfs_inode *in;
+		struct cfs_attr a;
+		struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+		struct cfs_ns_zero zero;
+		uint64_t units = 1 + rand_r(&seed) % 2;
+
+		snprintf(name, sizeof(name), "w%d.%d", w->id, r);
+		cr_assert_eq(cfs_ns_create_open(fs, w->dir, name, 0600, 0, 0, &a, &in), 0);
+		write_sim(in, 0, units * UNIT);
+		write_sim(in, units * UNIT + 512 * (rand_r(&seed) % 64), 512);
+		if (r % 3 == 0) {
+			s.size_bytes = (uint64_t)(rand_r(&seed) % (int)(units * UNIT));
+			cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
+			if (zero.count)
+				cfs_ns_io_end(fs, zero.inode);
+		}
+		if (r % 4 == 1) {
+			cr_assert_eq(cfs_ns_fallocate(fs, a.ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						      1000, UNIT + 3000, &zero), 0);
+			if (zero.count)
+				cfs_ns_io_end(fs, zero.inode);
+		}
+		if (r % 5 == 2)
+			cr_assert_eq(cfs_ns_setxattr(fs, a.ino, "user.r", name, strlen(name), 0), 0);
+		{
+			/* Log volume, so the small region compacts often. */
+			char blob[6000];
+
+			memset(blob, r & 0xff, sizeof(blob));
+			cr_assert_eq(cfs_ns_setxattr(fs, w->dir, "user.blob", blob, sizeof(blob), 0),
+				     0);
+		}
+		cfs_ns_release(fs, in);
+		cfs_ns_forget(fs, a.ino, 1);
+		if (r % 2) {
+			snprintf(to, sizeof(to), "moved.%d.%d", w->id, r);
+			cr_assert_eq(cfs_ns_rename(fs, w->dir, name, w->dir, to, 0), 0);
+		}
+		if (r % 3 == 2) {
+			/* r - 2 was renamed if it is odd. */
+			if ((r - 2) % 2)
+				snprintf(name, sizeof(name), "moved.%d.%d", w->id, r - 2);
+			else
+				snprintf(name, sizeof(name), "w%d.%d", w->id, r - 2);
+			cr_assert_eq(cfs_ns_unlink(fs, w->dir, name), 0, "%s", name);
+		}
+	}
+	atomic_fetch_sub(w->running, 1);
+	return NULL;
+}
+
+static void setup_stress(void)
+{
+	open_target(NULL);
+	format_store(CFS_META_MIN_BYTES, 0);	/* small: many snapshots */
+	mount_fs();
+}
+
+Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stress,
+     .fini = teardown, .timeout = 300)
+{
+	enum { THREADS = 4 };
+	struct worker w[THREADS];
+	pthread_t t[THREADS];
+	struct cfs_journal_stat st0, st1;
+	char *before, *after;
+	atomic_int running = THREADS;
+
+	cfs_journal_stat(fs->journal, &st0);
+	for (int i = 0; i < THREADS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "d%d", i);
+		w[i] = (struct worker){ mk(CFS_ROOT_INO, name, S_IFDIR | 0755), i, 100, &running };
+		pthread_create(&t[i], NULL, worker_thread, &w[i]);
+	}
+	/* Commits (and the snapshots they trigger) race the workers. */
+	while (atomic_load(&running) > 0) {
+		struct timespec ts = { 0, 200000 };
+
+		cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+		nanosleep(&ts, NULL);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_journal_stat(fs->journal, &st1);
+	cr_assert_gt(st1.snapshots, st0.snapshots, "no snapshot happened during the run");
+	before = dump();
+	crash_and_remount();
+	after = dump();
+	assert_same(before, after);
+	free(after);
+	remount();
 	after = dump();
 	assert_same(before, after);
 	free(before);
