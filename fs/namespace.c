@@ -494,7 +494,7 @@ static struct cfs_inode *inode_new(struct cfs_fs *fs, uint64_t ino, uint64_t gen
 	inode->mode = mode;
 	inode->ns = fs->ns;
 	pthread_mutex_init(&inode->lock, NULL);
-	atomic_init(&inode->refs, 1);
+	atomic_init(&inode->life, 1);
 	if (S_ISREG(mode) && cfs_extent_map_create(&fs->geom, extent_notify, inode, &inode->map))
 		goto out_free;
 	if (S_ISDIR(mode) && !(inode->dir = dir_new()))
@@ -531,18 +531,27 @@ static void inode_free(struct cfs_inode *inode)
 	free(inode);
 }
 
+#define LIFE_IO		(1ull << 32)		/* one I/O reference in inode->life */
+#define LIFE_REFS_MASK	(LIFE_IO - 1)
+
 static inline void inode_get(struct cfs_inode *inode)
 {
-	atomic_fetch_add(&inode->refs, 1);
+	atomic_fetch_add(&inode->life, 1);
 }
 
+/* Whoever brings life to 0 (no reference, no I/O reference) frees. */
 static void inode_put(struct cfs_inode *inode)
 {
-	uint32_t old = atomic_fetch_sub(&inode->refs, 1);
+	uint64_t old = atomic_fetch_sub(&inode->life, 1);
 
-	CFS_FS_ASSERT(old >= 1);
+	CFS_FS_ASSERT(old & LIFE_REFS_MASK);
 	if (old == 1)
 		inode_free(inode); /* out of the table: the table holds a reference */
+}
+
+static inline uint32_t io_refs(const struct cfs_inode *inode)
+{
+	return (uint32_t)(atomic_load(&((struct cfs_inode *)inode)->life) >> 32);
 }
 
 /* Queue the inode for the committer (any thread, lock-free). */
@@ -610,7 +619,7 @@ static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit
 static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 {
 	struct cfs_inode *inode = c->inode;
-	bool defer = atomic_load(&inode->inflight) != 0;
+	bool defer = io_refs(inode) != 0;
 
 	for (struct cfs_deferred *df = inode->deferred; df; df = df->next)
 		if (df->seq == UINT64_MAX)
@@ -628,8 +637,12 @@ static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 		*df = (struct cfs_deferred){ inode->deferred, c->runs[i][0], c->runs[i][1], seq };
 		inode->deferred = df;
 	}
-	if (defer || c->overflow)
+	if (defer || c->overflow) {
 		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
+		/* If the last I/O reference is dropped before io_end sees the
+		 * flag, the committer's next pass releases them. */
+		inode_queue(inode->ns, inode);
+	}
 }
 
 /* [inode lock] With no I/O references: release deferred units and retired
@@ -638,7 +651,7 @@ static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 {
 	bool more = false;
 
-	if (atomic_load(&inode->inflight) != 0)
+	if (io_refs(inode) != 0)
 		return;
 	atomic_fetch_and(&inode->flags, ~CFS_INODE_F_DEFERRED);
 	while (inode->deferred) {
@@ -1805,8 +1818,6 @@ void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode)
 
 	CFS_FS_ASSERT(old >= 1);
 	if (old == 1) {
-		/* The data path drops its references before it replies. */
-		CFS_FS_ASSERT(atomic_load(&inode->inflight) == 0);
 		pthread_rwlock_wrlock(&ns->lock);
 		if (!(atomic_load(&inode->flags) & CFS_INODE_F_DELETED))
 			inode_maybe_delete(fs, inode);
@@ -1817,19 +1828,32 @@ void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode)
 
 void cfs_ns_io_begin(struct cfs_inode *inode)
 {
-	atomic_fetch_add(&inode->inflight, 1);
+	atomic_fetch_add(&inode->life, LIFE_IO);
 }
 
 void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode)
 {
-	uint32_t old = atomic_fetch_sub(&inode->inflight, 1);
+	/* Deferred work needs the inode after our reference is gone: pin it
+	 * first (the I/O reference keeps it alive until then). */
+	bool pinned = atomic_load(&inode->flags) & CFS_INODE_F_DEFERRED;
+	uint64_t old;
 
-	CFS_FS_ASSERT(old >= 1);
-	if (old == 1 && (atomic_load(&inode->flags) & CFS_INODE_F_DEFERRED)) {
+	if (pinned)
+		inode_get(inode);
+	old = atomic_fetch_sub(&inode->life, LIFE_IO);
+	CFS_FS_ASSERT(old >= LIFE_IO);
+	if (old == LIFE_IO) {
+		inode_free(inode); /* deleted while the last I/O flew */
+		return;
+	}
+	if (!pinned)
+		return;
+	if ((old >> 32) == 1) {
 		pthread_mutex_lock(&inode->lock);
 		inode_quiesce(fs, inode);
 		pthread_mutex_unlock(&inode->lock);
 	}
+	inode_put(inode);
 }
 
 int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,

@@ -90,7 +90,6 @@ struct cfs_inode {
 
 	_Atomic uint64_t nlookup;		/* [atomic] FUSE lookup count */
 	_Atomic uint32_t open_count;		/* [atomic] open file handles */
-	_Atomic uint32_t inflight;		/* [atomic] I/O references (cfs_ns_io_begin) */
 	_Atomic(struct cfs_io_stats *) stats;	/* [atomic] per-chunk statistics: allocated
 						 * on first use (cfs_ns_inode_stats), freed
 						 * with the inode; regular files only */
@@ -100,7 +99,10 @@ struct cfs_inode {
 
 	/* Private to namespace.c. */
 	struct cfs_ns	*ns;			/* [const] the owning namespace */
-	_Atomic uint32_t refs;			/* table + open + queued + temporary pins */
+	_Atomic uint64_t life;			/* low 32 bits: references (table, open
+						 * handles, committer queue, pins); high
+						 * 32 bits: I/O references. The memory goes
+						 * when the whole word reaches 0. */
 	_Atomic uint32_t flags;			/* CFS_INODE_F_* in namespace.c */
 	struct cfs_inode *hash_next;		/* [ns_lock] inode table chain */
 	struct cfs_inode *dirty_next;		/* committer queue link */
@@ -300,15 +302,16 @@ int cfs_ns_readdir(struct cfs_fs *fs, uint64_t ino, uint64_t offset, bool plus,
  * kernel's job. Any type may be opened (directories for opendir).
  */
 int cfs_ns_open(struct cfs_fs *fs, uint64_t ino, struct cfs_inode **out);
-/* release: unpins; may delete an unlinked inode. Asserts no I/O reference. */
+/* release: unpins; may delete an unlinked inode (its units wait for the
+ * last I/O reference). */
 void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode);
 
 /* I/O references (see fs/extent.h): raise before looking up the map, drop
- * after the last mark_written of the request and BEFORE replying to the
- * kernel (a reply may be followed at once by RELEASE, which asserts that no
- * reference is left). io_end may run deferred work (freeing units unmapped
- * while I/O was in flight) and then takes the inode lock briefly. Lock-free
- * otherwise. */
+ * after the last mark_written of the request, before replying to the kernel.
+ * An I/O reference also keeps the inode's memory (a zeroing write after a
+ * path truncate holds no open handle). io_end may run deferred work (freeing
+ * units unmapped while I/O was in flight) and then takes the inode lock
+ * briefly. Lock-free otherwise. */
 void cfs_ns_io_begin(struct cfs_inode *inode);
 void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode);
 

@@ -882,3 +882,29 @@ Test(namespace, concurrent_mutations, .init = setup, .fini = teardown)
 	free(l.names);
 	free(l.cookies);
 }
+
+Test(namespace, zero_pin_outlives_delete, .init = setup_small, .fini = teardown)
+{
+	struct cfs_inode *in;
+	struct cfs_attr a;
+	struct cfs_setattr s = { .valid = CFS_SET_SIZE, .size_bytes = 1000 };
+	struct cfs_ns_zero zero;
+
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "f", 0600, 0, 0, &a, &in), 0);
+	cr_assert_eq(write_sim(in, 0, 3 * UNIT), 0);
+	/* A path truncate (no handle) leaves a zeroing write to do... */
+	cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
+	cr_assert_eq(zero.count, 1);
+	cr_assert_eq(zero.length_bytes[0], 24);
+	/* ...while the file is closed, unlinked and forgotten. */
+	cfs_ns_release(fs, in);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "f"), 0);
+	cfs_ns_forget(fs, a.ino, 1);
+	cr_assert_eq(cfs_ns_getattr(fs, a.ino, &a), -ENOENT);
+	/* Its last unit waits for the zeroing write. */
+	cr_assert_eq(alloc_stat().used_units, 1);
+	cfs_ns_io_end(fs, zero.inode);
+	cr_assert_eq(alloc_stat().used_units, 0);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(alloc_stat().free_units, 16);
+}
