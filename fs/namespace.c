@@ -1884,11 +1884,21 @@ int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t of
 void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
 		       uint64_t length_bytes)
 {
+	const uint32_t both = CFS_INODE_F_ATTR_DIRTY | CFS_INODE_F_QUEUED;
 	uint64_t end = offset_bytes + length_bytes;
-	int64_t now = now_ns();
+	struct timespec ts;
+	int64_t now;
 
-	atomic_store(&inode->mtime_ns, now);
-	atomic_store(&inode->ctime_ns, now);
+	/* Every completion passes here, from every loop thread: read-mostly,
+	 * so concurrent writers of one chunk do not bounce its cache line. A
+	 * coarse clock (the kernel's own granularity for mtime) changes a few
+	 * hundred times a second. */
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (atomic_load_explicit(&inode->mtime_ns, memory_order_relaxed) != now) {
+		atomic_store(&inode->mtime_ns, now);
+		atomic_store(&inode->ctime_ns, now);
+	}
 	if (end > atomic_load(&inode->size_bytes)) {
 		pthread_mutex_lock(&inode->lock);
 		if (end > atomic_load(&inode->size_bytes))
@@ -1896,8 +1906,10 @@ void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 		pthread_mutex_unlock(&inode->lock);
 	}
 	/* Logged by the committer after the flush that makes the data durable. */
-	atomic_fetch_or(&inode->flags, CFS_INODE_F_ATTR_DIRTY);
-	inode_queue(ns_of(fs), inode);
+	if ((atomic_load(&inode->flags) & both) != both) {
+		atomic_fetch_or(&inode->flags, CFS_INODE_F_ATTR_DIRTY);
+		inode_queue(ns_of(fs), inode);
+	}
 }
 
 struct cfs_io_stats *cfs_ns_inode_stats(struct cfs_inode *inode)

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fs/fs.h"
 
@@ -670,4 +671,43 @@ Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stre
 	assert_same(before, after);
 	free(before);
 	free(after);
+}
+
+/* ---- the same on an image file through io_uring (O_DIRECT) ----------------------- */
+
+Test(journal, image_file_on_uring, .fini = NULL, .timeout = 120)
+{
+	char path[] = "/var/tmp/chunkfs-test-journal.XXXXXX";
+	struct cfs_io_config cfg = { .backend = "uring", .dio = CFS_DIO_OPTIONAL };
+	char *before, *after;
+	int fd = mkstemp(path);
+	int ret;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)STORE_BYTES), 0);
+	close(fd);
+	cfg.path = path;
+	ret = cfs_io_open(&cfg, &io);
+	if (ret) {
+		unlink(path);
+		cr_skip_test("io_uring backend unavailable here: %s", strerror(-ret));
+	}
+	format_store(0, 0);
+	mount_fs();
+	build_tree();
+	before = dump();
+	remount();
+	after = dump();
+	assert_same(before, after);
+	free(after);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	crash_and_remount();
+	after = dump();
+	assert_same(before, after);
+	free(before);
+	free(after);
+	cr_assert_eq(cfs_fs_close(fs), 0);
+	fs = NULL;
+	cfs_io_close(io);
+	unlink(path);
 }
