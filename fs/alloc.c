@@ -24,22 +24,22 @@
 #include "fs/fs.h"
 
 struct busy_range {
-	uint64_t	first_unit;
-	uint64_t	count;
-	uint64_t	seq;			/* free record; released when durable >= seq */
+	uint64_t first_unit;
+	uint64_t count;
+	uint64_t seq; /* free record; released when durable >= seq */
 };
 
 struct cfs_alloc {
-	pthread_mutex_t	lock;
-	uint64_t	unit_count;
-	uint64_t	word_count;
-	uint64_t	*bits;			/* 1 = used or busy */
-	uint64_t	free_units;
-	uint64_t	busy_units;
-	uint64_t	rotor;			/* where CFS_ALLOC_NO_HINT starts */
+	pthread_mutex_t lock;
+	uint64_t unit_count;
+	uint64_t word_count;
+	uint64_t *bits; /* 1 = used or busy */
+	uint64_t free_units;
+	uint64_t busy_units;
+	uint64_t rotor; /* where CFS_ALLOC_NO_HINT starts */
 	struct busy_range *busy;
-	size_t		busy_len;
-	size_t		busy_cap;
+	size_t busy_len;
+	size_t busy_cap;
 };
 
 static inline bool bit_get(const struct cfs_alloc *a, uint64_t u)
@@ -270,7 +270,7 @@ void cfs_alloc_free(struct cfs_alloc *alloc, uint64_t first_unit, uint64_t count
 		a->busy = grown;
 		a->busy_cap = cap;
 	}
-	a->busy[a->busy_len++] = (struct busy_range){ first_unit, count, seq };
+	a->busy[a->busy_len++] = (struct busy_range){first_unit, count, seq};
 out_unlock:
 	pthread_mutex_unlock(&a->lock);
 }

@@ -32,24 +32,24 @@
 
 /* Largest data region we accept: 2^40 units (1 EiB at 1 MiB units). The
  * bitmap is one bit per unit, allocated once. */
-#define CFS_ALLOC_UNITS_MAX	(1ull << 40)
+#define CFS_ALLOC_UNITS_MAX (1ull << 40)
 
 /* Busy ranges kept at most (each cfs_alloc_free() call adds one range, and
  * adjacent ones with the same sequence are merged). Beyond it, free() still
  * succeeds: the list grows; this is the initial capacity. */
-#define CFS_ALLOC_BUSY_INITIAL	256u
+#define CFS_ALLOC_BUSY_INITIAL 256u
 
 /* "No hint": allocate after the last allocation (a rotor), so independent
  * files do not start at the same place and collide when they grow. */
-#define CFS_ALLOC_NO_HINT	UINT64_MAX
+#define CFS_ALLOC_NO_HINT UINT64_MAX
 
 struct cfs_alloc;
 
 struct cfs_alloc_stat {
-	uint64_t	total_units;		/* unit_count */
-	uint64_t	free_units;		/* allocatable now */
-	uint64_t	busy_units;		/* freed, waiting for a durable commit */
-	uint64_t	used_units;		/* mapped by some file */
+	uint64_t total_units; /* unit_count */
+	uint64_t free_units;  /* allocatable now */
+	uint64_t busy_units;  /* freed, waiting for a durable commit */
+	uint64_t used_units;  /* mapped by some file */
 };
 
 /* Create an allocator for unit_count units, all FREE. 0, -EINVAL (0 units or
@@ -115,8 +115,8 @@ void cfs_alloc_stat(struct cfs_alloc *alloc, struct cfs_alloc_stat *st);
 /* State of one unit (tests, consistency checks): CFS_ALLOC_STATE_*, or
  * -ERANGE beyond the region. */
 int cfs_alloc_unit_state(struct cfs_alloc *alloc, uint64_t unit);
-#define CFS_ALLOC_STATE_FREE	0
-#define CFS_ALLOC_STATE_USED	1
-#define CFS_ALLOC_STATE_BUSY	2
+#define CFS_ALLOC_STATE_FREE 0
+#define CFS_ALLOC_STATE_USED 1
+#define CFS_ALLOC_STATE_BUSY 2
 
 #endif /* CFS_ALLOC_H */

@@ -31,40 +31,40 @@
 #include "fs/extent.h"
 #include "fs/fs.h"
 
-#define WS_NONE		((uintptr_t)CFS_EXTENT_WS_NONE)
-#define WS_ALL		((uintptr_t)CFS_EXTENT_WS_ALL)
+#define WS_NONE ((uintptr_t)CFS_EXTENT_WS_NONE)
+#define WS_ALL ((uintptr_t)CFS_EXTENT_WS_ALL)
 
-#define XU_DIRTY	(1u << 0)	/* on the map's dirty stack */
-#define XU_DEAD		(1u << 1)	/* unmapped: retired */
+#define XU_DIRTY (1u << 0) /* on the map's dirty stack */
+#define XU_DEAD (1u << 1)  /* unmapped: retired */
 
 struct ws_bitmap {
-	_Atomic uint32_t set_count;		/* bits set */
-	_Atomic uint32_t frozen;		/* being replaced under the inode lock */
-	struct ws_bitmap *retired_next;		/* map->retired_bitmaps */
-	_Atomic uint64_t words[];		/* sectors_per_unit bits */
+	_Atomic uint32_t set_count;	/* bits set */
+	_Atomic uint32_t frozen;	/* being replaced under the inode lock */
+	struct ws_bitmap *retired_next; /* map->retired_bitmaps */
+	_Atomic uint64_t words[];	/* sectors_per_unit bits */
 };
 
 struct xunit {
-	uint64_t	store_unit;		/* [const] */
-	uint64_t	file_unit;		/* [const] */
-	_Atomic uintptr_t ws;			/* WS_NONE, WS_ALL or struct ws_bitmap * */
-	_Atomic uint32_t flags;			/* XU_* */
-	struct xunit	*dirty_next;		/* dirty stack link */
-	struct xunit	*retired_next;		/* [inode lock] retired list link */
+	uint64_t store_unit;	    /* [const] */
+	uint64_t file_unit;	    /* [const] */
+	_Atomic uintptr_t ws;	    /* WS_NONE, WS_ALL or struct ws_bitmap * */
+	_Atomic uint32_t flags;	    /* XU_* */
+	struct xunit *dirty_next;   /* dirty stack link */
+	struct xunit *retired_next; /* [inode lock] retired list link */
 };
 
 typedef _Atomic(struct xunit *) slot_t;
 
 struct cfs_extent_map {
 	const struct cfs_extent_geom *geom;
-	_Atomic(void *)	root;			/* root_slots x _Atomic(slot_t *), lazily */
+	_Atomic(void *) root; /* root_slots x _Atomic(slot_t *), lazily */
 	_Atomic uint64_t mapped_units;
-	_Atomic(struct xunit *) dirty_head;	/* Treiber stack: push any thread, pop all */
-	_Atomic uint32_t map_dirty;		/* notify sent since the last collect */
+	_Atomic(struct xunit *) dirty_head; /* Treiber stack: push any thread, pop all */
+	_Atomic uint32_t map_dirty;	    /* notify sent since the last collect */
 	cfs_extent_notify_fn notify;
-	void		*notify_arg;
-	struct xunit	*retired_units;		/* [inode lock] */
-	_Atomic(struct ws_bitmap *) retired_bitmaps;	/* push any thread, drain at quiesce */
+	void *notify_arg;
+	struct xunit *retired_units;		     /* [inode lock] */
+	_Atomic(struct ws_bitmap *) retired_bitmaps; /* push any thread, drain at quiesce */
 };
 
 static inline bool ws_is_bitmap(uintptr_t ws)
@@ -94,9 +94,8 @@ static uint32_t log2_u64(uint64_t x)
 	return 63u - (uint32_t)__builtin_clzll(x);
 }
 
-int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes,
-			 uint32_t sector_bytes, uint64_t store_units,
-			 uint64_t data_offset_bytes)
+int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint32_t sector_bytes,
+			 uint64_t store_units, uint64_t data_offset_bytes)
 {
 	uint64_t leaf = CFS_EXTENT_LEAF_SLOTS_MIN;
 
@@ -357,8 +356,8 @@ int cfs_extent_lookup(const struct cfs_extent_map *map, uint64_t offset_bytes,
 	}
 	run->mapped = true;
 	run->store_unit = first->store_unit;
-	run->device_offset_bytes = g->data_offset_bytes + (first->store_unit << g->unit_shift) +
-				   in_unit;
+	run->device_offset_bytes =
+		g->data_offset_bytes + (first->store_unit << g->unit_shift) + in_unit;
 	next = fu + 1;
 	while (next < g->max_units && (next << g->unit_shift) < end) {
 		struct xunit *u = slot_load(map, next);
@@ -711,7 +710,8 @@ static int unit_update(struct cfs_extent_map *map, struct xunit *u, enum cfs_ext
 
 					if (!((mask >> b) & 1))
 						continue;
-					if (!bits || ((bits[(s - first) / 8] >> ((s - first) % 8)) & 1))
+					if (!bits ||
+					    ((bits[(s - first) / 8] >> ((s - first) % 8)) & 1))
 						given |= 1ull << b;
 				}
 				switch (op) {
@@ -770,7 +770,8 @@ int cfs_extent_mark_unwritten(struct cfs_extent_map *map, uint64_t offset_bytes,
 	while (pos < last) {
 		uint64_t fu = pos >> g->unit_shift;
 		uint64_t unit_start = fu << g->unit_shift;
-		uint64_t stop = unit_start + g->unit_bytes < last ? unit_start + g->unit_bytes : last;
+		uint64_t stop =
+			unit_start + g->unit_bytes < last ? unit_start + g->unit_bytes : last;
 		struct xunit *u = slot_load(map, fu);
 
 		if (fu >= g->max_units)

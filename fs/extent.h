@@ -54,24 +54,24 @@
 
 /* Limits. Sectors per unit: alloc unit / logical sector, at most 2^21
  * (1 GiB units at 512-byte sectors: a 256 KiB bitmap). */
-#define CFS_EXTENT_SECTORS_MAX		(1u << 21)
-#define CFS_EXTENT_LEAF_SLOTS_MIN	64u
-#define CFS_EXTENT_LEAF_SLOTS_MAX	(1u << 16)
+#define CFS_EXTENT_SECTORS_MAX (1u << 21)
+#define CFS_EXTENT_LEAF_SLOTS_MIN 64u
+#define CFS_EXTENT_LEAF_SLOTS_MAX (1u << 16)
 
 struct cfs_extent_geom {
-	uint32_t	unit_bytes;		/* alloc unit, power of two */
-	uint32_t	sector_bytes;		/* written-state granularity, power of two,
-						 * divides unit_bytes */
-	uint32_t	unit_shift;		/* log2(unit_bytes) */
-	uint32_t	sector_shift;		/* log2(sector_bytes) */
-	uint32_t	sectors_per_unit;	/* unit_bytes / sector_bytes */
-	uint32_t	leaf_shift;		/* log2(leaf_slots) */
-	uint64_t	leaf_slots;		/* entries per leaf */
-	uint64_t	root_slots;		/* leaves per map */
-	uint64_t	max_units;		/* root_slots * leaf_slots: file units a map
-						 * can address (>= the store's unit count) */
-	uint64_t	store_units;		/* valid store unit numbers: [0, store_units) */
-	uint64_t	data_offset_bytes;	/* device offset of store unit 0 */
+	uint32_t unit_bytes;	    /* alloc unit, power of two */
+	uint32_t sector_bytes;	    /* written-state granularity, power of two,
+				     * divides unit_bytes */
+	uint32_t unit_shift;	    /* log2(unit_bytes) */
+	uint32_t sector_shift;	    /* log2(sector_bytes) */
+	uint32_t sectors_per_unit;  /* unit_bytes / sector_bytes */
+	uint32_t leaf_shift;	    /* log2(leaf_slots) */
+	uint64_t leaf_slots;	    /* entries per leaf */
+	uint64_t root_slots;	    /* leaves per map */
+	uint64_t max_units;	    /* root_slots * leaf_slots: file units a map
+				     * can address (>= the store's unit count) */
+	uint64_t store_units;	    /* valid store unit numbers: [0, store_units) */
+	uint64_t data_offset_bytes; /* device offset of store unit 0 */
 };
 
 /*
@@ -82,9 +82,8 @@ struct cfs_extent_geom {
  * and a full one a root of a few KiB. -EINVAL for non-powers of two, a sector
  * larger than the unit, or more than CFS_EXTENT_SECTORS_MAX sectors per unit.
  */
-int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes,
-			 uint32_t sector_bytes, uint64_t store_units,
-			 uint64_t data_offset_bytes);
+int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint32_t sector_bytes,
+			 uint64_t store_units, uint64_t data_offset_bytes);
 
 struct cfs_extent_map;
 
@@ -106,11 +105,11 @@ uint64_t cfs_extent_mapped_units(const struct cfs_extent_map *map);
 /* ---- the data path -------------------------------------------------------- */
 
 struct cfs_extent_run {
-	uint64_t	offset_bytes;		/* = the query offset */
-	uint64_t	length_bytes;		/* > 0, <= the query length */
-	bool		mapped;			/* false: a hole, reads as zeros */
-	uint64_t	store_unit;		/* mapped: store unit holding offset_bytes */
-	uint64_t	device_offset_bytes;	/* mapped: where offset_bytes lives on the device */
+	uint64_t offset_bytes;	      /* = the query offset */
+	uint64_t length_bytes;	      /* > 0, <= the query length */
+	bool mapped;		      /* false: a hole, reads as zeros */
+	uint64_t store_unit;	      /* mapped: store unit holding offset_bytes */
+	uint64_t device_offset_bytes; /* mapped: where offset_bytes lives on the device */
 };
 
 /*
@@ -221,19 +220,19 @@ int cfs_extent_mark_unwritten(struct cfs_extent_map *map, uint64_t offset_bytes,
 /* ---- the written-state as data: logging, snapshots, replay ------------------ */
 
 enum cfs_extent_ws {
-	CFS_EXTENT_WS_NONE = 0,			/* no sector written */
-	CFS_EXTENT_WS_ALL = 1,			/* every sector written */
-	CFS_EXTENT_WS_BITMAP = 2,		/* see bits */
+	CFS_EXTENT_WS_NONE = 0,	  /* no sector written */
+	CFS_EXTENT_WS_ALL = 1,	  /* every sector written */
+	CFS_EXTENT_WS_BITMAP = 2, /* see bits */
 };
 
 /* A view of one mapped unit, valid only during the callback. */
 struct cfs_extent_unit_view {
-	uint64_t	file_unit;
-	uint64_t	store_unit;
+	uint64_t file_unit;
+	uint64_t store_unit;
 	enum cfs_extent_ws state;
-	uint32_t	sector_count;		/* sectors_per_unit */
-	const _Atomic uint64_t *bits;		/* BITMAP only: sector_count bits, bit i
-						 * of word i/64; read with atomic loads */
+	uint32_t sector_count;	      /* sectors_per_unit */
+	const _Atomic uint64_t *bits; /* BITMAP only: sector_count bits, bit i
+				       * of word i/64; read with atomic loads */
 };
 typedef int (*cfs_extent_unit_fn)(void *arg, const struct cfs_extent_unit_view *view);
 
@@ -258,9 +257,9 @@ int cfs_extent_for_each(const struct cfs_extent_map *map, cfs_extent_unit_fn fn,
 
 /* How a CFS_LOG_EXTENT_WRITTEN record changes a unit's sectors. */
 enum cfs_extent_ws_op {
-	CFS_EXTENT_WS_OP_OR = 0,		/* set the given bits (write completions) */
-	CFS_EXTENT_WS_OP_CLEAR = 1,		/* clear every sector of the range */
-	CFS_EXTENT_WS_OP_SET = 2,		/* the range becomes exactly the bits */
+	CFS_EXTENT_WS_OP_OR = 0,    /* set the given bits (write completions) */
+	CFS_EXTENT_WS_OP_CLEAR = 1, /* clear every sector of the range */
+	CFS_EXTENT_WS_OP_SET = 2,   /* the range becomes exactly the bits */
 };
 
 /*

@@ -111,8 +111,8 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 		char *err, size_t err_bytes)
 {
 	const struct cfs_io_geometry *geo = cfs_io_geometry(io);
-	struct cfs_ioq_config qcfg = { .depth = 16 };
-	struct cfs_journal_config jcfg = { .persist = true };
+	struct cfs_ioq_config qcfg = {.depth = 16};
+	struct cfs_journal_config jcfg = {.persist = true};
 	struct cfs_fs *fs;
 	const char *why = NULL;
 	uint8_t *area = NULL;
@@ -235,8 +235,8 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 		    char *err, size_t err_bytes)
 {
 	const struct cfs_io_geometry *geo = cfs_io_geometry(io);
-	struct cfs_ioq_config qcfg = { .depth = 16 };
-	struct cfs_journal_config jcfg = { .persist = false };
+	struct cfs_ioq_config qcfg = {.depth = 16};
+	struct cfs_journal_config jcfg = {.persist = false};
 	struct cfs_fs *fs;
 	const char *why = NULL;
 	uint32_t unit, sector = 512;

@@ -32,52 +32,51 @@
 /* Always-on assertion for invariants whose violation would corrupt data
  * (refcounts, bounds, unit ownership). Prints file, line, function and the
  * expression, then aborts. Plain assert() is for debug-only checks. */
-_Noreturn void cfs_fs_assert_fail(const char *expr, const char *file, int line,
-				  const char *func);
-#define CFS_FS_ASSERT(expr)							\
-	do {									\
-		if (__builtin_expect(!(expr), 0))				\
-			cfs_fs_assert_fail(#expr, __FILE__, __LINE__, __func__); \
+_Noreturn void cfs_fs_assert_fail(const char *expr, const char *file, int line, const char *func);
+#define CFS_FS_ASSERT(expr)                                                                        \
+	do {                                                                                       \
+		if (__builtin_expect(!(expr), 0))                                                  \
+			cfs_fs_assert_fail(#expr, __FILE__, __LINE__, __func__);                   \
 	} while (0)
 
 /* RAM mount geometry: synthetic, nothing persisted. 64 KiB units keep memory
  * returned on punch and unlink fine-grained (the RAM backend frees discarded
  * pages) at a map cost of 32 bytes per 64 KiB. */
-#define CFS_RAM_ALLOC_UNIT_DEFAULT	(64u * 1024)
+#define CFS_RAM_ALLOC_UNIT_DEFAULT (64u * 1024)
 
 /* Inode limit: one inode per this many bytes of one metadata half, so a full
  * namespace still fits a snapshot (RAM mounts: per this many bytes of RAM). */
-#define CFS_BYTES_PER_INODE		1024u
-#define CFS_INODES_MAX			(1ull << 32)
+#define CFS_BYTES_PER_INODE 1024u
+#define CFS_INODES_MAX (1ull << 32)
 
 typedef void (*cfs_log_fn)(void *arg, const char *line);
 
 struct cfs_fs_options {
-	uint32_t	commit_interval_ms;	/* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
-	bool		read_only;		/* mount read-only: nothing is written */
-	uint32_t	ram_alloc_unit_bytes;	/* RAM: 0 = CFS_RAM_ALLOC_UNIT_DEFAULT */
-	uint32_t	root_mode;		/* a new root's permission bits, 0 = 0755 */
-	uint32_t	root_uid;		/* a new root's owner */
-	uint32_t	root_gid;
-	cfs_log_fn	log;			/* where log lines go; NULL = stderr */
-	void		*log_arg;
+	uint32_t commit_interval_ms;   /* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
+	bool read_only;		       /* mount read-only: nothing is written */
+	uint32_t ram_alloc_unit_bytes; /* RAM: 0 = CFS_RAM_ALLOC_UNIT_DEFAULT */
+	uint32_t root_mode;	       /* a new root's permission bits, 0 = 0755 */
+	uint32_t root_uid;	       /* a new root's owner */
+	uint32_t root_gid;
+	cfs_log_fn log; /* where log lines go; NULL = stderr */
+	void *log_arg;
 };
 
 struct cfs_fs {
-	struct cfs_io	*io;			/* the backing target (caller-owned) */
-	struct cfs_ioq	*meta_q;		/* metadata I/O: mount, then the committer */
-	struct cfs_sb	sb;			/* in-core superblock [committer after mount] */
-	bool		ram;			/* RAM mount: no store format, no log */
-	bool		mounted_ro;		/* read-only by option or ro_compat */
-	_Atomic bool	readonly;		/* mounted_ro, or a metadata write failed */
-	uint64_t	log_seed;		/* checksum seed of this store */
+	struct cfs_io *io;	/* the backing target (caller-owned) */
+	struct cfs_ioq *meta_q; /* metadata I/O: mount, then the committer */
+	struct cfs_sb sb;	/* in-core superblock [committer after mount] */
+	bool ram;		/* RAM mount: no store format, no log */
+	bool mounted_ro;	/* read-only by option or ro_compat */
+	_Atomic bool readonly;	/* mounted_ro, or a metadata write failed */
+	uint64_t log_seed;	/* checksum seed of this store */
 	struct cfs_fs_options opts;
 
-	struct cfs_extent_geom geom;		/* units, sectors, data region */
-	uint64_t	inode_limit;		/* statfs files */
+	struct cfs_extent_geom geom; /* units, sectors, data region */
+	uint64_t inode_limit;	     /* statfs files */
 
 	struct cfs_alloc *alloc;
-	struct cfs_ns	*ns;
+	struct cfs_ns *ns;
 	struct cfs_journal *journal;
 };
 

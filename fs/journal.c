@@ -29,9 +29,9 @@
 #include "fs/fs.h"
 #include "fs/journal.h"
 
-#define TAIL_SEG_BYTES		(256u * 1024)
-#define REPLAY_WINDOW_BYTES	(4u << 20)
-#define REPLAY_TXN_RECORDS_MAX	4096u		/* a limit on one transaction */
+#define TAIL_SEG_BYTES (256u * 1024)
+#define REPLAY_WINDOW_BYTES (4u << 20)
+#define REPLAY_TXN_RECORDS_MAX 4096u /* a limit on one transaction */
 
 /* ---- payload encoding (little-endian) --------------------------------------------- */
 
@@ -63,17 +63,17 @@ static inline uint64_t get64(const uint8_t *p)
 	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-#define INODE_FIXED	88u
-#define DIRENT_FIXED	32u
-#define DIRENT_RM_FIXED	16u
-#define RENAME_FIXED	72u
-#define EXTENT_BYTES	32u
-#define WRITTEN_FIXED	40u
-#define XATTR_FIXED	24u
-#define XATTR_RM_FIXED	16u
-#define FS_INFO_BYTES	16u
+#define INODE_FIXED 88u
+#define DIRENT_FIXED 32u
+#define DIRENT_RM_FIXED 16u
+#define RENAME_FIXED 72u
+#define EXTENT_BYTES 32u
+#define WRITTEN_FIXED 40u
+#define XATTR_FIXED 24u
+#define XATTR_RM_FIXED 16u
+#define FS_INFO_BYTES 16u
 
-#define WRITTEN_F_BITS	0x1u			/* a bitmap follows */
+#define WRITTEN_F_BITS 0x1u /* a bitmap follows */
 
 static uint32_t enc_fs_info(uint8_t *p, const struct cfs_jrec_fs_info *r)
 {
@@ -167,54 +167,54 @@ static uint32_t enc_id_name(uint8_t *p, uint64_t id, const char *name, uint32_t 
 /* ---- the journal object --------------------------------------------------------------- */
 
 struct tail_seg {
-	struct tail_seg	*next;
-	size_t		used_bytes;
-	size_t		size_bytes;
-	uint8_t		data[];			/* framed records */
+	struct tail_seg *next;
+	size_t used_bytes;
+	size_t size_bytes;
+	uint8_t data[]; /* framed records */
 };
 
 struct waiter {
-	struct waiter	*next;
-	cfs_commit_cb	cb;
-	void		*arg;
+	struct waiter *next;
+	cfs_commit_cb cb;
+	void *arg;
 };
 
 struct cfs_journal {
-	struct cfs_fs	*fs;
-	bool		persist;
-	uint32_t	interval_ms;
+	struct cfs_fs *fs;
+	bool persist;
+	uint32_t interval_ms;
 
 	/* The tail: innermost lock of the daemon. */
-	pthread_mutex_t	tail_lock;
-	uint64_t	next_seq;		/* [tail_lock] */
-	struct tail_seg	*tail_first;		/* [tail_lock] */
-	struct tail_seg	*tail_last;		/* [tail_lock] */
-	size_t		pending_bytes;		/* [tail_lock] */
-	bool		lost;			/* [tail_lock] records dropped: snapshot */
-	_Atomic size_t	pending_approx;		/* for throttling without the lock */
+	pthread_mutex_t tail_lock;
+	uint64_t next_seq;	       /* [tail_lock] */
+	struct tail_seg *tail_first;   /* [tail_lock] */
+	struct tail_seg *tail_last;    /* [tail_lock] */
+	size_t pending_bytes;	       /* [tail_lock] */
+	bool lost;		       /* [tail_lock] records dropped: snapshot */
+	_Atomic size_t pending_approx; /* for throttling without the lock */
 	_Atomic uint64_t records;
 
 	/* Committer requests. */
-	pthread_mutex_t	lock;
-	pthread_cond_t	wake;			/* the committer waits here */
-	pthread_cond_t	done;			/* throttled callers wait here */
-	struct waiter	*waiters;		/* [lock] served by the next commit */
-	bool		requested;		/* [lock] */
-	bool		stop;			/* [lock] */
-	bool		abandon;		/* [lock] stop without a last commit */
-	bool		running;		/* [lock] */
-	uint64_t	commits_done;		/* [lock] */
-	pthread_t	thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;	/* the committer waits here */
+	pthread_cond_t done;	/* throttled callers wait here */
+	struct waiter *waiters; /* [lock] served by the next commit */
+	bool requested;		/* [lock] */
+	bool stop;		/* [lock] */
+	bool abandon;		/* [lock] stop without a last commit */
+	bool running;		/* [lock] */
+	uint64_t commits_done;	/* [lock] */
+	pthread_t thread;
 
 	/* Committer-owned (or mount/unmount while it is stopped). */
-	uint64_t	log_offset_bytes;	/* store offset of the next commit */
-	uint64_t	log_start_bytes;	/* this half's log area */
-	uint64_t	log_end_bytes;
-	bool		skip_seq;		/* next snapshot skips seqs (FORMAT.md 7.4) */
-	uint8_t		*io_buf;		/* aligned metadata write buffer */
-	size_t		io_buf_bytes;
+	uint64_t log_offset_bytes; /* store offset of the next commit */
+	uint64_t log_start_bytes;  /* this half's log area */
+	uint64_t log_end_bytes;
+	bool skip_seq;	 /* next snapshot skips seqs (FORMAT.md 7.4) */
+	uint8_t *io_buf; /* aligned metadata write buffer */
+	size_t io_buf_bytes;
 	_Atomic uint64_t durable_seq;
-	_Atomic bool	meta_full;
+	_Atomic bool meta_full;
 	_Atomic uint64_t commits;
 	_Atomic uint64_t snapshots;
 	_Atomic uint64_t snapshot_bytes;
@@ -383,8 +383,13 @@ void cfs_txn_xattr_set(struct cfs_txn *txn, uint64_t ino, const char *name, uint
 
 		if (n > CFS_JREC_XATTR_CHUNK)
 			n = CFS_JREC_XATTR_CHUNK;
-		rec = (struct cfs_jrec_xattr){ ino, name_length, value_length, offset, n, name,
-					       (const uint8_t *)value + offset };
+		rec = (struct cfs_jrec_xattr){ino,
+					      name_length,
+					      value_length,
+					      offset,
+					      n,
+					      name,
+					      (const uint8_t *)value + offset};
 		p = txn_reserve(txn, CFS_LOG_XATTR_SET, XATTR_FIXED + name_length + n);
 		if (p)
 			enc_xattr(p, &rec);
@@ -392,8 +397,7 @@ void cfs_txn_xattr_set(struct cfs_txn *txn, uint64_t ino, const char *name, uint
 	} while (offset < value_length);
 }
 
-void cfs_txn_xattr_remove(struct cfs_txn *txn, uint64_t ino, const char *name,
-			  uint32_t name_length)
+void cfs_txn_xattr_remove(struct cfs_txn *txn, uint64_t ino, const char *name, uint32_t name_length)
 {
 	uint8_t *p = txn_reserve(txn, CFS_LOG_XATTR_REMOVE, XATTR_RM_FIXED + name_length);
 
@@ -439,8 +443,8 @@ static void tail_append(struct cfs_journal *j, uint16_t type, uint16_t flags, co
 		j->lost = true;
 		return;
 	}
-	ret = cfs_log_record_encode(j->tail_last->data + j->tail_last->used_bytes, bytes, type, flags,
-				    seq, j->fs->log_seed, payload, length);
+	ret = cfs_log_record_encode(j->tail_last->data + j->tail_last->used_bytes, bytes, type,
+				    flags, seq, j->fs->log_seed, payload, length);
 	CFS_FS_ASSERT(ret == (int)bytes);
 	j->tail_last->used_bytes += bytes;
 	j->pending_bytes += bytes;
@@ -499,12 +503,12 @@ out_free:
 
 struct cfs_snap_builder {
 	struct cfs_journal *journal;
-	uint8_t		*buf;			/* header + body, aligned for I/O */
-	size_t		used_bytes;		/* header included */
-	size_t		size_bytes;
-	size_t		limit_bytes;		/* the snapshot may not grow past this */
-	uint64_t	record_count;
-	uint8_t		*scratch;		/* one payload */
+	uint8_t *buf;	   /* header + body, aligned for I/O */
+	size_t used_bytes; /* header included */
+	size_t size_bytes;
+	size_t limit_bytes; /* the snapshot may not grow past this */
+	uint64_t record_count;
+	uint8_t *scratch; /* one payload */
 };
 
 static size_t io_align(const struct cfs_fs *fs)
@@ -598,15 +602,22 @@ int cfs_snap_xattr(struct cfs_snap_builder *sb, uint64_t ino, const char *name,
 
 		if (n > CFS_JREC_XATTR_CHUNK)
 			n = CFS_JREC_XATTR_CHUNK;
-		rec = (struct cfs_jrec_xattr){ ino, name_length, value_length, offset, n, name,
-					       (const uint8_t *)value + offset };
-		ret = cfs_snap_add(sb, CFS_LOG_XATTR_SET, sb->scratch, enc_xattr(sb->scratch, &rec));
+		rec = (struct cfs_jrec_xattr){ino,
+					      name_length,
+					      value_length,
+					      offset,
+					      n,
+					      name,
+					      (const uint8_t *)value + offset};
+		ret = cfs_snap_add(sb, CFS_LOG_XATTR_SET, sb->scratch,
+				   enc_xattr(sb->scratch, &rec));
 		offset += n;
 	} while (offset < value_length && !ret);
 	return ret;
 }
 
-/* ---- metadata I/O (committer thread, or mount/unmount) ----------------------------------------- */
+/* ---- metadata I/O (committer thread, or mount/unmount) -----------------------------------------
+ */
 
 /* Make j->io_buf hold at least bytes. */
 static int io_buf_reserve(struct cfs_journal *j, size_t bytes)
@@ -726,7 +737,7 @@ static uint64_t padding_for(uint64_t used, uint64_t align)
 int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 {
 	struct cfs_fs *fs = j->fs;
-	struct cfs_snap_builder sb = { .journal = j };
+	struct cfs_snap_builder sb = {.journal = j};
 	unsigned half = fs->sb.meta_active_half ^ 1u;
 	uint64_t half_offset = cfs_sb_half_offset_bytes(&fs->sb, half);
 	uint64_t half_bytes = cfs_sb_half_size_bytes(&fs->sb);
@@ -829,8 +840,8 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 		goto out_free;
 	}
 	cfs_sb_encode(&next, block);
-	ret = meta_io(fs, CFS_IO_WRITE, CFS_SB_SLOT_OFFSET_BYTES(cfs_sb_slot(next.generation)), block,
-		      CFS_SB_BLOCK_BYTES);
+	ret = meta_io(fs, CFS_IO_WRITE, CFS_SB_SLOT_OFFSET_BYTES(cfs_sb_slot(next.generation)),
+		      block, CFS_SB_BLOCK_BYTES);
 	if (!ret)
 		ret = meta_flush(fs);
 	if (ret) {
@@ -854,7 +865,8 @@ out_free:
 	return ret;
 }
 
-/* ---- commits ----------------------------------------------------------------------------------- */
+/* ---- commits -----------------------------------------------------------------------------------
+ */
 
 /*
  * One commit (committer thread). force: somebody waits (fsync): flush the
@@ -888,9 +900,8 @@ static int commit_once(struct cfs_journal *j, bool force)
 	gap = bytes ? padding_for(bytes, align) : 0;
 	if (gap && !lost && tail_room(j, gap)) {
 		seq = j->next_seq;
-		j->tail_last->used_bytes += frame_padding(fs, j->tail_last->data +
-								 j->tail_last->used_bytes,
-							  gap, &seq);
+		j->tail_last->used_bytes +=
+			frame_padding(fs, j->tail_last->data + j->tail_last->used_bytes, gap, &seq);
 		j->next_seq = seq;
 		bytes += gap;
 	} else if (gap) {
@@ -1037,10 +1048,10 @@ int cfs_journal_commit_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
 }
 
 struct sync_wait {
-	pthread_mutex_t	lock;
-	pthread_cond_t	cond;
-	bool		done;
-	int		res;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int res;
 };
 
 static void sync_done(int res, void *arg)
@@ -1056,7 +1067,7 @@ static void sync_done(int res, void *arg)
 
 int cfs_journal_commit_sync(struct cfs_fs *fs)
 {
-	struct sync_wait s = { .done = false, .res = 0 };
+	struct sync_wait s = {.done = false, .res = 0};
 	int ret;
 
 	pthread_mutex_init(&s.lock, NULL);
@@ -1126,7 +1137,8 @@ void cfs_journal_stat(struct cfs_journal *j, struct cfs_journal_stat *st)
 	st->pending_bytes = atomic_load(&j->pending_approx);
 }
 
-/* ---- replay ------------------------------------------------------------------------------------ */
+/* ---- replay ------------------------------------------------------------------------------------
+ */
 
 static int too_short(const char **why)
 {
@@ -1196,7 +1208,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 		return cfs_ns_apply_dirent_add(fs, &r);
 	}
 	case CFS_LOG_DIRENT_REMOVE: {
-		struct cfs_jrec_dirent r = { 0 };
+		struct cfs_jrec_dirent r = {0};
 
 		if (n < DIRENT_RM_FIXED)
 			return too_short(why);
@@ -1261,7 +1273,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 	}
 	case CFS_LOG_XATTR_SET:
 	case CFS_LOG_XATTR_REMOVE: {
-		struct cfs_jrec_xattr r = { 0 };
+		struct cfs_jrec_xattr r = {0};
 
 		if (n < (type == CFS_LOG_XATTR_SET ? XATTR_FIXED : XATTR_RM_FIXED))
 			return too_short(why);
@@ -1292,9 +1304,9 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 
 /* Snapshot body: no transactions, every record applies at once. */
 struct snap_apply {
-	struct cfs_fs	*fs;
-	const char	*why;
-	int		ret;
+	struct cfs_fs *fs;
+	const char *why;
+	int ret;
 };
 
 static int snap_apply_cb(const struct cfs_log_record *rec, void *arg)
@@ -1307,18 +1319,18 @@ static int snap_apply_cb(const struct cfs_log_record *rec, void *arg)
 
 /* The log: records are buffered until their transaction's last record. */
 struct replay {
-	struct cfs_fs	*fs;
-	uint8_t		*txn_buf;		/* copies: [type u16][pad][len u32][payload] */
-	size_t		txn_used;
-	size_t		txn_size;
-	uint32_t	txn_records;
-	uint64_t	cursor_bytes;		/* store offset after the last record seen */
-	uint64_t	complete_end_bytes;	/* after the last complete transaction */
-	uint64_t	complete_next_seq;
-	uint64_t	seq;			/* seq of the next record expected */
-	uint64_t	applied;
-	const char	*why;
-	int		ret;
+	struct cfs_fs *fs;
+	uint8_t *txn_buf; /* copies: [type u16][pad][len u32][payload] */
+	size_t txn_used;
+	size_t txn_size;
+	uint32_t txn_records;
+	uint64_t cursor_bytes;	     /* store offset after the last record seen */
+	uint64_t complete_end_bytes; /* after the last complete transaction */
+	uint64_t complete_next_seq;
+	uint64_t seq; /* seq of the next record expected */
+	uint64_t applied;
+	const char *why;
+	int ret;
 };
 
 static int replay_cb(const struct cfs_log_record *rec, void *arg)
@@ -1380,7 +1392,7 @@ static int load_snapshot(struct cfs_journal *j, const char **why)
 	uint32_t sector = cfs_io_geometry(fs->io)->logical_sector_bytes;
 	uint64_t length = fs->sb.meta_snap_length_bytes;
 	uint64_t read_bytes = (length + sector - 1) / sector * sector;
-	struct snap_apply a = { fs, NULL, 0 };
+	struct snap_apply a = {fs, NULL, 0};
 	struct cfs_log_walk_result res;
 	struct cfs_snap snap;
 	uint8_t *buf;
@@ -1419,9 +1431,9 @@ static int replay_log(struct cfs_journal *j, uint64_t *replayed, const char **wh
 	uint32_t sector = cfs_io_geometry(fs->io)->logical_sector_bytes;
 	uint64_t start = cfs_sb_log_offset_bytes(&fs->sb);
 	uint64_t end = start + cfs_sb_log_size_bytes(&fs->sb);
-	uint64_t buf_offset = start;		/* store offset of buf[0] */
-	uint64_t valid = 0, parsed = 0;		/* bytes in buf; bytes walked */
-	struct replay r = { .fs = fs };
+	uint64_t buf_offset = start;	/* store offset of buf[0] */
+	uint64_t valid = 0, parsed = 0; /* bytes in buf; bytes walked */
+	struct replay r = {.fs = fs};
 	uint8_t *buf;
 	int ret = 0;
 
@@ -1448,7 +1460,8 @@ static int replay_log(struct cfs_journal *j, uint64_t *replayed, const char **wh
 			}
 			valid += n;
 		}
-		cfs_log_walk(buf + parsed, valid - parsed, r.seq, fs->log_seed, replay_cb, &r, &res);
+		cfs_log_walk(buf + parsed, valid - parsed, r.seq, fs->log_seed, replay_cb, &r,
+			     &res);
 		if (r.ret) {
 			ret = r.ret;
 			*why = r.why ? r.why : "cannot apply a log record";
@@ -1457,8 +1470,9 @@ static int replay_log(struct cfs_journal *j, uint64_t *replayed, const char **wh
 		parsed += res.end_offset_bytes;
 		/* Stopped inside the window with room for a whole record after
 		 * it, or at the end of the area: the log ends here. */
-		if (buf_offset + valid >= end ||
-		    valid - parsed >= CFS_LOG_HEADER_BYTES + CFS_LOG_MAX_PAYLOAD + CFS_LOG_ALIGN_BYTES)
+		if (buf_offset + valid >= end || valid - parsed >= CFS_LOG_HEADER_BYTES +
+									   CFS_LOG_MAX_PAYLOAD +
+									   CFS_LOG_ALIGN_BYTES)
 			break;
 		/* Slide: keep the partial record, from a sector boundary. */
 		{
@@ -1503,7 +1517,8 @@ int cfs_journal_load(struct cfs_journal *j, uint64_t *replayed_records, const ch
 	return ret;
 }
 
-/* ---- lifecycle ---------------------------------------------------------------------------------- */
+/* ---- lifecycle ----------------------------------------------------------------------------------
+ */
 
 int cfs_journal_create(struct cfs_fs *fs, const struct cfs_journal_config *cfg,
 		       struct cfs_journal **out)
@@ -1519,8 +1534,8 @@ int cfs_journal_create(struct cfs_fs *fs, const struct cfs_journal_config *cfg,
 	}
 	j->fs = fs;
 	j->persist = cfg->persist;
-	j->interval_ms = cfg->commit_interval_ms ? cfg->commit_interval_ms
-						 : CFS_COMMIT_INTERVAL_MS_DEFAULT;
+	j->interval_ms =
+		cfg->commit_interval_ms ? cfg->commit_interval_ms : CFS_COMMIT_INTERVAL_MS_DEFAULT;
 	j->next_seq = cfg->next_seq ? cfg->next_seq : CFS_LOG_SEQ_FIRST;
 	j->log_offset_bytes = cfg->log_offset_bytes;
 	atomic_store(&j->durable_seq, j->next_seq - 1);

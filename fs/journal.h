@@ -51,18 +51,18 @@ struct cfs_snap_builder;
 
 /* ---- limits and defaults ----------------------------------------------------- */
 
-#define CFS_COMMIT_INTERVAL_MS_DEFAULT	5000u
-#define CFS_COMMIT_INTERVAL_MS_MAX	(3600u * 1000)
+#define CFS_COMMIT_INTERVAL_MS_DEFAULT 5000u
+#define CFS_COMMIT_INTERVAL_MS_MAX (3600u * 1000)
 /* Pending tail bytes that wake the committer early, and the hard limit at
  * which cfs_journal_throttle() makes mutating callers wait (they hold no
  * locks there). */
-#define CFS_TAIL_WAKE_BYTES		(1u << 20)
-#define CFS_TAIL_LIMIT_BYTES		(64u << 20)
+#define CFS_TAIL_WAKE_BYTES (1u << 20)
+#define CFS_TAIL_LIMIT_BYTES (64u << 20)
 /* Largest single metadata write (iopath's request limit). */
-#define CFS_JOURNAL_IO_BYTES		(1u << 20)
+#define CFS_JOURNAL_IO_BYTES (1u << 20)
 
 /* Record header flags (struct cfs_log_record.flags). */
-#define CFS_JREC_MORE			0x0001u	/* the transaction continues */
+#define CFS_JREC_MORE 0x0001u /* the transaction continues */
 
 /* ---- record payloads (version 1) -------------------------------------------------
  * Byte layouts are in fs/FORMAT.md; these are the decoded forms.
@@ -70,79 +70,79 @@ struct cfs_snap_builder;
 
 /* CFS_LOG_FS_INFO: first record of every snapshot. */
 struct cfs_jrec_fs_info {
-	uint64_t	next_ino;		/* next inode number to hand out */
-	uint64_t	next_generation;
+	uint64_t next_ino; /* next inode number to hand out */
+	uint64_t next_generation;
 };
 
 /* CFS_LOG_INODE_CREATE / CFS_LOG_INODE_UPDATE: the inode's complete
  * attributes (absolute state: replay upserts). */
 struct cfs_jrec_inode {
-	uint64_t	ino;
-	uint64_t	generation;
-	uint32_t	mode;
-	uint32_t	nlink;
-	uint32_t	uid;
-	uint32_t	gid;
-	uint64_t	rdev;
-	uint64_t	size_bytes;
-	int64_t		atime_ns;
-	int64_t		mtime_ns;
-	int64_t		ctime_ns;
-	uint32_t	page_size_bytes;
-	uint64_t	parent_ino;		/* directories: "..", else 0 */
-	uint32_t	target_length;		/* symlink target bytes (CREATE only, else 0) */
-	const char	*target;
+	uint64_t ino;
+	uint64_t generation;
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t rdev;
+	uint64_t size_bytes;
+	int64_t atime_ns;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	uint32_t page_size_bytes;
+	uint64_t parent_ino;	/* directories: "..", else 0 */
+	uint32_t target_length; /* symlink target bytes (CREATE only, else 0) */
+	const char *target;
 };
 
 /* CFS_LOG_DIRENT_ADD: name in dir -> ino (upsert). */
 struct cfs_jrec_dirent {
-	uint64_t	dir_ino;
-	uint64_t	ino;			/* ADD only */
-	uint64_t	cookie;			/* ADD only: the entry's readdir cookie */
-	uint32_t	mode;			/* ADD only: type bits of ino */
-	uint32_t	name_length;
-	const char	*name;
+	uint64_t dir_ino;
+	uint64_t ino;	 /* ADD only */
+	uint64_t cookie; /* ADD only: the entry's readdir cookie */
+	uint32_t mode;	 /* ADD only: type bits of ino */
+	uint32_t name_length;
+	const char *name;
 };
 
 /* CFS_LOG_DIRENT_RENAME: the absolute result of a rename of (src_dir,
  * src_name) to (dst_dir, dst_name). flags 0: dst_name -> src_ino, src_name
  * gone. EXCHANGE: dst_name -> src_ino and src_name -> dst_ino. */
-#define CFS_JREC_RENAME_EXCHANGE	0x1u
+#define CFS_JREC_RENAME_EXCHANGE 0x1u
 struct cfs_jrec_rename {
-	uint64_t	src_dir;
-	uint64_t	dst_dir;
-	uint64_t	src_ino;
-	uint64_t	dst_ino;		/* EXCHANGE: the inode that was at dst */
-	uint64_t	src_cookie;		/* EXCHANGE: cookie of src_name's new entry */
-	uint64_t	dst_cookie;		/* cookie of dst_name's new entry */
-	uint32_t	src_mode;		/* type bits */
-	uint32_t	dst_mode;
-	uint32_t	flags;			/* CFS_JREC_RENAME_* */
-	uint32_t	src_name_length;
-	uint32_t	dst_name_length;
-	const char	*src_name;
-	const char	*dst_name;
+	uint64_t src_dir;
+	uint64_t dst_dir;
+	uint64_t src_ino;
+	uint64_t dst_ino;    /* EXCHANGE: the inode that was at dst */
+	uint64_t src_cookie; /* EXCHANGE: cookie of src_name's new entry */
+	uint64_t dst_cookie; /* cookie of dst_name's new entry */
+	uint32_t src_mode;   /* type bits */
+	uint32_t dst_mode;
+	uint32_t flags; /* CFS_JREC_RENAME_* */
+	uint32_t src_name_length;
+	uint32_t dst_name_length;
+	const char *src_name;
+	const char *dst_name;
 };
 
 /* CFS_LOG_EXTENT_MAP: file units [file_unit, +count) -> store units
  * [store_unit, +count), unwritten. CFS_LOG_EXTENT_UNMAP: store_unit 0. */
 struct cfs_jrec_extent {
-	uint64_t	ino;
-	uint64_t	file_unit;
-	uint64_t	store_unit;
-	uint64_t	count;
+	uint64_t ino;
+	uint64_t file_unit;
+	uint64_t store_unit;
+	uint64_t count;
 };
 
 /* CFS_LOG_EXTENT_WRITTEN: written-state change of one unit's sectors
  * (op: enum cfs_extent_ws_op). bits NULL = all ones (no bitmap stored). */
 struct cfs_jrec_written {
-	uint64_t	ino;
-	uint64_t	file_unit;
-	uint64_t	store_unit;
-	uint32_t	op;
-	uint32_t	first_sector;
-	uint32_t	sector_count;
-	const uint8_t	*bits;			/* ceil(sector_count / 8) bytes or NULL */
+	uint64_t ino;
+	uint64_t file_unit;
+	uint64_t store_unit;
+	uint32_t op;
+	uint32_t first_sector;
+	uint32_t sector_count;
+	const uint8_t *bits; /* ceil(sector_count / 8) bytes or NULL */
 };
 
 /* CFS_LOG_XATTR_SET: a piece [offset, +chunk_length) of a value of
@@ -150,30 +150,30 @@ struct cfs_jrec_written {
  * name; the pieces of one value are one transaction). offset 0 replaces the
  * value. CFS_LOG_XATTR_REMOVE: name only. */
 struct cfs_jrec_xattr {
-	uint64_t	ino;
-	uint32_t	name_length;
-	uint32_t	value_length;
-	uint32_t	offset;
-	uint32_t	chunk_length;
-	const char	*name;
-	const void	*chunk;
+	uint64_t ino;
+	uint32_t name_length;
+	uint32_t value_length;
+	uint32_t offset;
+	uint32_t chunk_length;
+	const char *name;
+	const void *chunk;
 };
 
 /* Largest value piece per XATTR_SET record. */
-#define CFS_JREC_XATTR_CHUNK		(32u * 1024)
+#define CFS_JREC_XATTR_CHUNK (32u * 1024)
 /* Largest sector range per EXTENT_WRITTEN record with a bitmap. */
-#define CFS_JREC_WRITTEN_SECTORS	(32u * 1024 * 8)
+#define CFS_JREC_WRITTEN_SECTORS (32u * 1024 * 8)
 
 /* ---- transactions --------------------------------------------------------------------- */
 
 struct cfs_txn {
 	struct cfs_journal *journal;
-	uint8_t		*buf;			/* encoded payloads: [type u16][len u32][payload] */
-	size_t		used_bytes;
-	size_t		size_bytes;
-	uint32_t	record_count;
-	bool		failed;			/* out of memory: the journal snapshots instead */
-	uint8_t		inline_buf[512];	/* most transactions need no malloc */
+	uint8_t *buf; /* encoded payloads: [type u16][len u32][payload] */
+	size_t used_bytes;
+	size_t size_bytes;
+	uint32_t record_count;
+	bool failed;		 /* out of memory: the journal snapshots instead */
+	uint8_t inline_buf[512]; /* most transactions need no malloc */
 };
 
 /* Start a transaction (no lock taken; cheap). */
@@ -207,10 +207,10 @@ uint64_t cfs_txn_end(struct cfs_txn *txn);
 /* ---- lifecycle (fs.c) ------------------------------------------------------------------ */
 
 struct cfs_journal_config {
-	bool		persist;		/* false: RAM mount, nothing written */
-	uint32_t	commit_interval_ms;	/* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
-	uint64_t	next_seq;		/* seq of the next record to append */
-	uint64_t	log_offset_bytes;	/* persist: where the next commit writes */
+	bool persist;		     /* false: RAM mount, nothing written */
+	uint32_t commit_interval_ms; /* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
+	uint64_t next_seq;	     /* seq of the next record to append */
+	uint64_t log_offset_bytes;   /* persist: where the next commit writes */
 };
 
 int cfs_journal_create(struct cfs_fs *fs, const struct cfs_journal_config *cfg,
@@ -274,17 +274,18 @@ bool cfs_journal_meta_full(struct cfs_journal *journal);
 uint64_t cfs_journal_durable_seq(struct cfs_journal *journal);
 
 struct cfs_journal_stat {
-	uint64_t	commits;		/* commits that wrote records */
-	uint64_t	snapshots;		/* snapshots written (compactions + mount/unmount) */
-	uint64_t	records;		/* records appended */
-	uint64_t	log_used_bytes;		/* of the active half's log room */
-	uint64_t	log_room_bytes;
-	uint64_t	snapshot_bytes;		/* size of the last snapshot */
-	uint64_t	pending_bytes;		/* tail not yet committed */
+	uint64_t commits;	 /* commits that wrote records */
+	uint64_t snapshots;	 /* snapshots written (compactions + mount/unmount) */
+	uint64_t records;	 /* records appended */
+	uint64_t log_used_bytes; /* of the active half's log room */
+	uint64_t log_room_bytes;
+	uint64_t snapshot_bytes; /* size of the last snapshot */
+	uint64_t pending_bytes;	 /* tail not yet committed */
 };
 void cfs_journal_stat(struct cfs_journal *journal, struct cfs_journal_stat *st);
 
-/* ---- snapshot building (namespace.c emits, journal.c frames) ---------------------------------- */
+/* ---- snapshot building (namespace.c emits, journal.c frames) ----------------------------------
+ */
 
 /* Add one record to the snapshot being built (seq = its index). -ENOMEM,
  * -ENOSPC when the snapshot outgrows the metadata half. */

@@ -38,65 +38,65 @@
 #include "fs/fs.h"
 #include "fs/namespace.h"
 
-#define CFS_INODE_F_QUEUED	(1u << 0)	/* on the committer queue */
-#define CFS_INODE_F_ATTR_DIRTY	(1u << 1)	/* size/times changed by writes, not logged */
-#define CFS_INODE_F_DELETED	(1u << 2)	/* INODE_DELETE logged, out of the table */
-#define CFS_INODE_F_DEFERRED	(1u << 3)	/* deferred frees or retired records wait */
+#define CFS_INODE_F_QUEUED (1u << 0)	 /* on the committer queue */
+#define CFS_INODE_F_ATTR_DIRTY (1u << 1) /* size/times changed by writes, not logged */
+#define CFS_INODE_F_DELETED (1u << 2)	 /* INODE_DELETE logged, out of the table */
+#define CFS_INODE_F_DEFERRED (1u << 3)	 /* deferred frees or retired records wait */
 
-#define FILE_SIZE_MAX		(1ull << 60)	/* sparse size limit (mapping has its own) */
-#define MAP_RETRIES		4		/* forced commits before -ENOSPC */
-#define DIR_BUCKETS_MIN		8u
-#define TABLE_BUCKETS_MIN	1024u
+#define FILE_SIZE_MAX (1ull << 60) /* sparse size limit (mapping has its own) */
+#define MAP_RETRIES 4		   /* forced commits before -ENOSPC */
+#define DIR_BUCKETS_MIN 8u
+#define TABLE_BUCKETS_MIN 1024u
 
 struct cfs_dirent {
 	struct cfs_dirent *hash_next;
-	uint64_t	hash;
-	uint64_t	ino;
-	uint64_t	cookie;
-	uint32_t	mode;			/* type bits of ino (d_type) */
-	uint32_t	name_length;
-	char		name[];			/* NUL-terminated */
+	uint64_t hash;
+	uint64_t ino;
+	uint64_t cookie;
+	uint32_t mode; /* type bits of ino (d_type) */
+	uint32_t name_length;
+	char name[]; /* NUL-terminated */
 };
 
 struct dir_slot {
-	uint64_t	cookie;
-	struct cfs_dirent *dirent;		/* NULL: removed (a hole until compaction) */
+	uint64_t cookie;
+	struct cfs_dirent *dirent; /* NULL: removed (a hole until compaction) */
 };
 
 struct cfs_dir {
 	struct cfs_dirent **buckets;
-	uint64_t	bucket_count;		/* power of two */
-	uint64_t	entry_count;
-	struct dir_slot	*order;			/* ascending cookies */
-	uint64_t	order_len;
-	uint64_t	order_cap;
-	uint64_t	order_holes;
-	uint64_t	next_cookie;
+	uint64_t bucket_count; /* power of two */
+	uint64_t entry_count;
+	struct dir_slot *order; /* ascending cookies */
+	uint64_t order_len;
+	uint64_t order_cap;
+	uint64_t order_holes;
+	uint64_t next_cookie;
 };
 
 struct cfs_xattr {
 	struct cfs_xattr *next;
-	uint32_t	name_length;
-	uint32_t	value_length;
-	char		data[];			/* name, NUL, value */
+	uint32_t name_length;
+	uint32_t value_length;
+	char data[]; /* name, NUL, value */
 };
 
 struct cfs_deferred {
 	struct cfs_deferred *next;
-	uint64_t	first_unit;
-	uint64_t	count;
-	uint64_t	seq;
+	uint64_t first_unit;
+	uint64_t count;
+	uint64_t seq;
 };
 
 struct cfs_ns {
-	struct cfs_fs	*fs;
-	pthread_rwlock_t lock;			/* ns_lock */
+	struct cfs_fs *fs;
+	pthread_rwlock_t lock; /* ns_lock */
 	struct cfs_inode **table;
-	uint64_t	table_size;		/* power of two */
-	uint64_t	inode_count;
-	uint64_t	next_ino;		/* [ns_lock write] */
-	uint64_t	next_generation;	/* [ns_lock write] */
-	_Atomic(struct cfs_inode *) dirty_head;	/* committer queue (Treiber stack) */
+	uint64_t table_size; /* power of two */
+	uint64_t inode_count;
+	uint64_t next_ino;			/* [ns_lock write] */
+	uint64_t next_generation;		/* [ns_lock write] */
+	_Atomic(struct cfs_inode *) dirty_head; /* committer queue (Treiber stack) */
 };
 
 /* ---- helpers -------------------------------------------------------------------- */
@@ -149,8 +149,8 @@ static void fill_attr(struct cfs_fs *fs, struct cfs_inode *inode, struct cfs_att
 	attr->gid = inode->gid;
 	attr->rdev = inode->rdev;
 	attr->size_bytes = atomic_load(&inode->size_bytes);
-	attr->blocks_512 = inode->map ? cfs_extent_mapped_units(inode->map) *
-					(fs->geom.unit_bytes / 512) : 0;
+	attr->blocks_512 =
+		inode->map ? cfs_extent_mapped_units(inode->map) * (fs->geom.unit_bytes / 512) : 0;
 	attr->blksize_bytes = fs->geom.unit_bytes;
 	attr->atime_ns = atomic_load(&inode->atime_ns);
 	attr->mtime_ns = atomic_load(&inode->mtime_ns);
@@ -443,7 +443,7 @@ static int dir_add(struct cfs_dir *dir, const char *name, size_t length, uint64_
 		if (at < dir->order_len)
 			memmove(&dir->order[at + 1], &dir->order[at],
 				(dir->order_len - at) * sizeof(*dir->order));
-		dir->order[at] = (struct dir_slot){ cookie, d };
+		dir->order[at] = (struct dir_slot){cookie, d};
 		dir->order_len++;
 	}
 	if (dir->entry_count > dir->bucket_count)
@@ -531,8 +531,8 @@ static void inode_free(struct cfs_inode *inode)
 	free(inode);
 }
 
-#define LIFE_IO		(1ull << 32)		/* one I/O reference in inode->life */
-#define LIFE_REFS_MASK	(LIFE_IO - 1)
+#define LIFE_IO (1ull << 32) /* one I/O reference in inode->life */
+#define LIFE_REFS_MASK (LIFE_IO - 1)
 
 static inline void inode_get(struct cfs_inode *inode)
 {
@@ -576,19 +576,19 @@ static void extent_notify(void *arg)
 }
 
 struct free_ctx {
-	struct cfs_fs	*fs;
+	struct cfs_fs *fs;
 	struct cfs_inode *inode;
-	struct cfs_txn	*txn;
-	uint64_t	runs[64][2];		/* store first, count */
-	unsigned	run_count;
-	bool		overflow;
+	struct cfs_txn *txn;
+	uint64_t runs[64][2]; /* store first, count */
+	unsigned run_count;
+	bool overflow;
 };
 
 /* Unmap callback: log and remember the run for freeing after txn_end. */
 static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit, uint64_t count)
 {
 	struct free_ctx *c = arg;
-	struct cfs_jrec_extent rec = { c->inode->ino, file_unit, 0, count };
+	struct cfs_jrec_extent rec = {c->inode->ino, file_unit, 0, count};
 
 	if (c->txn)
 		cfs_txn_extent(c->txn, CFS_LOG_EXTENT_UNMAP, &rec);
@@ -634,7 +634,7 @@ static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 		df = malloc(sizeof(*df));
 		if (!df)
 			continue; /* leaked until remount: never freed early */
-		*df = (struct cfs_deferred){ inode->deferred, c->runs[i][0], c->runs[i][1], seq };
+		*df = (struct cfs_deferred){inode->deferred, c->runs[i][0], c->runs[i][1], seq};
 		inode->deferred = df;
 	}
 	if (defer || c->overflow) {
@@ -674,7 +674,7 @@ static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 static void inode_maybe_delete(struct cfs_fs *fs, struct cfs_inode *inode)
 {
 	struct cfs_ns *ns = ns_of(fs);
-	struct free_ctx c = { .fs = fs, .inode = inode };
+	struct free_ctx c = {.fs = fs, .inode = inode};
 	struct cfs_txn txn;
 	uint64_t seq;
 
@@ -861,14 +861,14 @@ out_unlock:
 /* ---- creation ------------------------------------------------------------------------ */
 
 struct create_args {
-	uint64_t	parent;
-	const char	*name;
-	uint32_t	mode;
-	uint64_t	rdev;
-	uint32_t	uid;
-	uint32_t	gid;
-	const char	*target;
-	bool		open;
+	uint64_t parent;
+	const char *name;
+	uint32_t mode;
+	uint64_t rdev;
+	uint32_t uid;
+	uint32_t gid;
+	const char *target;
+	bool open;
 };
 
 static bool meta_room(struct cfs_fs *fs)
@@ -969,8 +969,8 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 	atomic_store(&dir->ctime_ns, now);
 	cfs_txn_begin(&txn, fs->journal);
 	txn_inode(&txn, CFS_LOG_INODE_CREATE, inode);
-	drec = (struct cfs_jrec_dirent){ dir->ino, inode->ino, d->cookie, mode, (uint32_t)length,
-					 a->name };
+	drec = (struct cfs_jrec_dirent){dir->ino, inode->ino,	    d->cookie,
+					mode,	  (uint32_t)length, a->name};
 	cfs_txn_dirent_add(&txn, &drec);
 	txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
 	cfs_txn_end(&txn);
@@ -988,10 +988,10 @@ out_unlock:
 	return ret;
 }
 
-int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
-		 uint64_t rdev, uint32_t uid, uint32_t gid, struct cfs_attr *attr)
+int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+		 uint32_t uid, uint32_t gid, struct cfs_attr *attr)
 {
-	struct create_args a = { parent, name, mode, rdev, uid, gid, NULL, false };
+	struct create_args a = {parent, name, mode, rdev, uid, gid, NULL, false};
 
 	if ((mode & S_IFMT) == 0)
 		a.mode |= S_IFREG;
@@ -1011,18 +1011,17 @@ int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t 
 }
 
 int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
-		       uint32_t uid, uint32_t gid, struct cfs_attr *attr,
-		       struct cfs_inode **opened)
+		       uint32_t uid, uint32_t gid, struct cfs_attr *attr, struct cfs_inode **opened)
 {
-	struct create_args a = { parent, name, (mode & ~S_IFMT) | S_IFREG, 0, uid, gid, NULL, true };
+	struct create_args a = {parent, name, (mode & ~S_IFMT) | S_IFREG, 0, uid, gid, NULL, true};
 
 	return create_common(fs, &a, attr, opened);
 }
 
-int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
-		 uint32_t uid, uint32_t gid, struct cfs_attr *attr)
+int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+		 uint32_t gid, struct cfs_attr *attr)
 {
-	struct create_args a = { parent, name, (mode & 07777) | S_IFDIR, 0, uid, gid, NULL, false };
+	struct create_args a = {parent, name, (mode & 07777) | S_IFDIR, 0, uid, gid, NULL, false};
 
 	return create_common(fs, &a, attr, NULL);
 }
@@ -1030,7 +1029,7 @@ int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t 
 int cfs_ns_symlink(struct cfs_fs *fs, uint64_t parent, const char *name, const char *target,
 		   uint32_t uid, uint32_t gid, struct cfs_attr *attr)
 {
-	struct create_args a = { parent, name, S_IFLNK | 0777, 0, uid, gid, target, false };
+	struct create_args a = {parent, name, S_IFLNK | 0777, 0, uid, gid, target, false};
 	size_t n = strnlen(target, CFS_SYMLINK_MAX + 1);
 
 	if (n == 0)
@@ -1123,8 +1122,8 @@ int cfs_ns_link(struct cfs_fs *fs, uint64_t ino, uint64_t new_parent, const char
 	atomic_store(&dir->ctime_ns, now);
 	atomic_fetch_add(&inode->nlookup, 1);
 	cfs_txn_begin(&txn, fs->journal);
-	drec = (struct cfs_jrec_dirent){ dir->ino, inode->ino, d->cookie, inode->mode,
-					 (uint32_t)length, new_name };
+	drec = (struct cfs_jrec_dirent){dir->ino,    inode->ino,       d->cookie,
+					inode->mode, (uint32_t)length, new_name};
 	cfs_txn_dirent_add(&txn, &drec);
 	txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
 	txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
@@ -1405,13 +1404,19 @@ int cfs_ns_rename(struct cfs_fs *fs, uint64_t parent, const char *name, uint64_t
 	atomic_store(&dp->ctime_ns, now);
 
 	rec = (struct cfs_jrec_rename){
-		.src_dir = sp->ino, .dst_dir = dp->ino,
-		.src_ino = src->ino, .dst_ino = exchange ? dst->ino : 0,
-		.src_cookie = src_cookie, .dst_cookie = dst_cookie,
-		.src_mode = src->mode, .dst_mode = exchange ? dst->mode : 0,
+		.src_dir = sp->ino,
+		.dst_dir = dp->ino,
+		.src_ino = src->ino,
+		.dst_ino = exchange ? dst->ino : 0,
+		.src_cookie = src_cookie,
+		.dst_cookie = dst_cookie,
+		.src_mode = src->mode,
+		.dst_mode = exchange ? dst->mode : 0,
 		.flags = exchange ? CFS_JREC_RENAME_EXCHANGE : 0,
-		.src_name_length = (uint32_t)slen, .dst_name_length = (uint32_t)dlen,
-		.src_name = name, .dst_name = new_name,
+		.src_name_length = (uint32_t)slen,
+		.dst_name_length = (uint32_t)dlen,
+		.src_name = name,
+		.dst_name = new_name,
 	};
 	cfs_txn_begin(&txn, fs->journal);
 	cfs_txn_rename(&txn, &rec);
@@ -1429,16 +1434,16 @@ out_unlock:
 /* ---- setattr, truncate, fallocate ------------------------------------------------------------ */
 
 struct clear_ctx {
-	struct cfs_txn	*txn;
-	uint64_t	ino;
+	struct cfs_txn *txn;
+	uint64_t ino;
 };
 
 static void clear_logged(void *arg, uint64_t file_unit, uint64_t store_unit, uint32_t first,
 			 uint32_t count)
 {
 	struct clear_ctx *c = arg;
-	struct cfs_jrec_written rec = { c->ino, file_unit, store_unit, CFS_EXTENT_WS_OP_CLEAR,
-					first, count, NULL };
+	struct cfs_jrec_written rec = {c->ino, file_unit, store_unit, CFS_EXTENT_WS_OP_CLEAR,
+				       first,  count,	  NULL};
 
 	cfs_txn_written(c->txn, &rec);
 }
@@ -1489,7 +1494,7 @@ static int truncate_down(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t ne
 	const struct cfs_extent_geom *g = &fs->geom;
 	uint64_t keep_units = (new_size + g->unit_bytes - 1) >> g->unit_shift;
 	uint64_t unit_end = keep_units << g->unit_shift;
-	struct clear_ctx cc = { txn, inode->ino };
+	struct clear_ctx cc = {txn, inode->ino};
 	int ret = 0;
 
 	cfs_extent_unmap(inode->map, keep_units, UINT64_MAX, free_ctx_unmapped, fc);
@@ -1505,7 +1510,7 @@ int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *se
 {
 	struct cfs_ns *ns = ns_of(fs);
 	struct cfs_inode *inode;
-	struct free_ctx fc = { .fs = fs };
+	struct free_ctx fc = {.fs = fs};
 	struct cfs_txn txn;
 	uint64_t seq;
 	int64_t now = now_ns();
@@ -1632,7 +1637,7 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 			cfs_alloc_free(fs->alloc, got_first, got, 0); /* never logged */
 			break;
 		}
-		rec = (struct cfs_jrec_extent){ inode->ino, fu, got_first, got };
+		rec = (struct cfs_jrec_extent){inode->ino, fu, got_first, got};
 		cfs_txn_extent(&txn, CFS_LOG_EXTENT_MAP, &rec);
 		inode->alloc_hint = got_first + got;
 		fu += got;
@@ -1725,9 +1730,9 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 	{
 		uint64_t unit_lo = (offset_bytes + g->unit_bytes - 1) >> g->unit_shift;
 		uint64_t unit_hi = end >> g->unit_shift;
-		struct free_ctx fc = { .fs = fs, .inode = inode };
+		struct free_ctx fc = {.fs = fs, .inode = inode};
 		struct cfs_txn txn;
-		struct clear_ctx cc = { &txn, inode->ino };
+		struct clear_ctx cc = {&txn, inode->ino};
 		int64_t now = now_ns();
 		uint64_t seq;
 
@@ -1760,10 +1765,12 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 		zero_partial(fs, inode, offset_bytes, end, zero);
 		if ((end & (g->sector_bytes - 1)) &&
 		    (end & ~((uint64_t)g->sector_bytes - 1)) >= offset_bytes &&
-		    (end & ~((uint64_t)g->sector_bytes - 1)) != (offset_bytes & ~((uint64_t)g->sector_bytes - 1))) {
+		    (end & ~((uint64_t)g->sector_bytes - 1)) !=
+			    (offset_bytes & ~((uint64_t)g->sector_bytes - 1))) {
 			uint64_t tail = end & ~((uint64_t)g->sector_bytes - 1);
 
-			if (zero && zero->count < 2 && cfs_extent_sector_written(inode->map, tail)) {
+			if (zero && zero->count < 2 &&
+			    cfs_extent_sector_written(inode->map, tail)) {
 				struct cfs_extent_run run;
 
 				if (!cfs_extent_lookup(inode->map, tail, end - tail, &run) &&
@@ -1782,7 +1789,7 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 		free_ctx_release(&fc, seq);
 		inode_quiesce(fs, inode);
 		zero_pin(inode, zero);
-out_unlock:
+	out_unlock:
 		pthread_mutex_unlock(&inode->lock);
 	}
 out_put:
@@ -1936,9 +1943,8 @@ int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_byt
 	struct cfs_txn txn;
 	int ret = 0;
 
-	if (page_size_bytes &&
-	    (page_size_bytes < 512 || page_size_bytes > (1u << 20) ||
-	     (page_size_bytes & (page_size_bytes - 1))))
+	if (page_size_bytes && (page_size_bytes < 512 || page_size_bytes > (1u << 20) ||
+				(page_size_bytes & (page_size_bytes - 1))))
 		return -EINVAL;
 	if (cfs_fs_is_readonly(fs))
 		return -EROFS;
@@ -1975,7 +1981,8 @@ int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_
 	return cfs_extent_seek_hole(inode->map, offset_bytes, size);
 }
 
-/* ---- user xattrs ------------------------------------------------------------------------------- */
+/* ---- user xattrs -------------------------------------------------------------------------------
+ */
 
 static bool xattr_user(const char *name)
 {
@@ -2234,7 +2241,8 @@ out_unlock_ns:
 	return ret;
 }
 
-/* ---- readdir and statfs -------------------------------------------------------------------------- */
+/* ---- readdir and statfs
+ * -------------------------------------------------------------------------- */
 
 int cfs_ns_readdir(struct cfs_fs *fs, uint64_t ino, uint64_t offset, bool plus,
 		   cfs_ns_readdir_fn fn, void *arg)
@@ -2332,12 +2340,13 @@ uint64_t cfs_ns_inode_count(struct cfs_fs *fs)
 	return count;
 }
 
-/* ---- committer and snapshot ----------------------------------------------------------------------- */
+/* ---- committer and snapshot
+ * ----------------------------------------------------------------------- */
 
 struct capture_ctx {
-	struct cfs_txn	*txn;
-	uint64_t	ino;
-	uint8_t		*bits;			/* sectors_per_unit bits */
+	struct cfs_txn *txn;
+	uint64_t ino;
+	uint8_t *bits; /* sectors_per_unit bits */
 };
 
 /* Log a dirty unit's written sectors as an OR: bits only ever get set
@@ -2345,8 +2354,8 @@ struct capture_ctx {
 static int capture_unit(void *arg, const struct cfs_extent_unit_view *v)
 {
 	struct capture_ctx *c = arg;
-	struct cfs_jrec_written rec = { c->ino, v->file_unit, v->store_unit,
-					CFS_EXTENT_WS_OP_OR, 0, v->sector_count, NULL };
+	struct cfs_jrec_written rec = {c->ino, v->file_unit,	v->store_unit, CFS_EXTENT_WS_OP_OR,
+				       0,      v->sector_count, NULL};
 
 	if (v->state == CFS_EXTENT_WS_NONE)
 		return 0;
@@ -2367,7 +2376,7 @@ int cfs_ns_commit_capture(struct cfs_fs *fs)
 	while (inode) {
 		struct cfs_inode *next = inode->dirty_next;
 		struct cfs_txn txn;
-		struct capture_ctx c = { &txn, inode->ino, bits };
+		struct capture_ctx c = {&txn, inode->ino, bits};
 
 		/* Unqueue before capturing: what changes from now on queues again. */
 		atomic_fetch_and(&inode->flags, ~CFS_INODE_F_QUEUED);
@@ -2394,10 +2403,10 @@ int cfs_ns_commit_capture(struct cfs_fs *fs)
 
 struct snap_ctx {
 	struct cfs_snap_builder *sb;
-	uint64_t	ino;
-	uint8_t		*bits;
-	struct cfs_jrec_extent run;		/* pending EXTENT_MAP run */
-	int		ret;
+	uint64_t ino;
+	uint8_t *bits;
+	struct cfs_jrec_extent run; /* pending EXTENT_MAP run */
+	int ret;
 };
 
 static int snap_map_unit(void *arg, const struct cfs_extent_unit_view *v)
@@ -2414,15 +2423,15 @@ static int snap_map_unit(void *arg, const struct cfs_extent_unit_view *v)
 		if (c->ret)
 			return c->ret;
 	}
-	c->run = (struct cfs_jrec_extent){ c->ino, v->file_unit, v->store_unit, 1 };
+	c->run = (struct cfs_jrec_extent){c->ino, v->file_unit, v->store_unit, 1};
 	return 0;
 }
 
 static int snap_written_unit(void *arg, const struct cfs_extent_unit_view *v)
 {
 	struct snap_ctx *c = arg;
-	struct cfs_jrec_written rec = { c->ino, v->file_unit, v->store_unit,
-					CFS_EXTENT_WS_OP_SET, 0, v->sector_count, NULL };
+	struct cfs_jrec_written rec = {c->ino, v->file_unit,	v->store_unit, CFS_EXTENT_WS_OP_SET,
+				       0,      v->sector_count, NULL};
 
 	if (v->state == CFS_EXTENT_WS_NONE)
 		return 0; /* a fresh mapping is unwritten */
@@ -2461,7 +2470,7 @@ static int snap_inode(struct cfs_fs *fs, struct cfs_inode *inode, struct snap_ct
 int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
 {
 	struct cfs_ns *ns = ns_of(fs);
-	struct snap_ctx c = { .sb = sb };
+	struct snap_ctx c = {.sb = sb};
 	struct cfs_jrec_fs_info info;
 	int ret;
 
@@ -2471,7 +2480,7 @@ int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
 	/* Shared: no entry moves while the tree is written out; attributes
 	 * and maps are consistent per inode under its lock. */
 	pthread_rwlock_rdlock(&ns->lock);
-	info = (struct cfs_jrec_fs_info){ ns->next_ino, ns->next_generation };
+	info = (struct cfs_jrec_fs_info){ns->next_ino, ns->next_generation};
 	ret = cfs_snap_fs_info(sb, &info);
 	for (uint64_t b = 0; b < ns->table_size && !ret; b++)
 		for (struct cfs_inode *inode = ns->table[b]; inode && !ret;
@@ -2492,8 +2501,9 @@ int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
 
 				if (!d)
 					continue;
-				rec = (struct cfs_jrec_dirent){ inode->ino, d->ino, d->cookie, d->mode,
-								d->name_length, d->name };
+				rec = (struct cfs_jrec_dirent){inode->ino,     d->ino,
+							       d->cookie,      d->mode,
+							       d->name_length, d->name};
 				ret = cfs_snap_dirent_add(sb, &rec);
 			}
 		}
@@ -2502,7 +2512,8 @@ int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
 	return ret;
 }
 
-/* ---- replay ----------------------------------------------------------------------------------------- */
+/* ---- replay
+ * ----------------------------------------------------------------------------------------- */
 
 int cfs_ns_apply_fs_info(struct cfs_fs *fs, const struct cfs_jrec_fs_info *rec)
 {
@@ -2587,8 +2598,8 @@ int cfs_ns_apply_inode_delete(struct cfs_fs *fs, uint64_t ino)
 }
 
 /* Set name in dir to ino (replacing whatever it named). */
-static int replay_set_entry(struct cfs_ns *ns, uint64_t dir_ino, const char *name,
-			    uint32_t length, uint64_t ino, uint32_t mode, uint64_t cookie)
+static int replay_set_entry(struct cfs_ns *ns, uint64_t dir_ino, const char *name, uint32_t length,
+			    uint64_t ino, uint32_t mode, uint64_t cookie)
 {
 	struct cfs_inode *dir = table_find(ns, dir_ino);
 	struct cfs_inode *child;
@@ -2645,8 +2656,8 @@ int cfs_ns_apply_rename(struct cfs_fs *fs, const struct cfs_jrec_rename *rec)
 		return ret;
 	}
 	replay_remove_entry(ns, rec->src_dir, rec->src_name, rec->src_name_length);
-	return replay_set_entry(ns, rec->dst_dir, rec->dst_name, rec->dst_name_length,
-				rec->src_ino, rec->src_mode, rec->dst_cookie);
+	return replay_set_entry(ns, rec->dst_dir, rec->dst_name, rec->dst_name_length, rec->src_ino,
+				rec->src_mode, rec->dst_cookie);
 }
 
 int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_extent *rec,
@@ -2673,8 +2684,7 @@ int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_
 				cfs_extent_unmap(inode->map, rec->file_unit + i, 1, NULL, NULL);
 		}
 		cfs_extent_quiesce(inode->map);
-		ret = cfs_extent_map_units(inode->map, rec->file_unit, rec->store_unit,
-					   rec->count);
+		ret = cfs_extent_map_units(inode->map, rec->file_unit, rec->store_unit, rec->count);
 	}
 	if (ret == -EFBIG || ret == -ERANGE) {
 		*why = ret == -EFBIG ? "mapping beyond the largest file"
@@ -2739,13 +2749,14 @@ int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_x
 	return 0;
 }
 
-/* ---- mount --------------------------------------------------------------------------------------- */
+/* ---- mount
+ * --------------------------------------------------------------------------------------- */
 
 struct reserve_ctx {
-	struct cfs_fs	*fs;
-	uint64_t	first;
-	uint64_t	count;
-	int		ret;
+	struct cfs_fs *fs;
+	uint64_t first;
+	uint64_t count;
+	int ret;
 };
 
 static int reserve_flush(struct reserve_ctx *c)
@@ -2813,7 +2824,8 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 	if (!root) {
 		/* A fresh store: mkchunkfs writes an empty snapshot. */
 		root = inode_new(fs, CFS_ROOT_INO, ns->next_generation++,
-				 S_IFDIR | (fs->opts.root_mode ? fs->opts.root_mode & 07777 : 0755));
+				 S_IFDIR |
+					 (fs->opts.root_mode ? fs->opts.root_mode & 07777 : 0755));
 		if (!root) {
 			ret = -ENOMEM;
 			goto out_unlock;
@@ -2841,7 +2853,7 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 	/* 1. Rebuild the allocator from the maps; a unit mapped twice is
 	 *    corruption the mount must not paper over. */
 	for (uint64_t i = 0; i < count; i++) {
-		struct reserve_ctx c = { fs, 0, 0, 0 };
+		struct reserve_ctx c = {fs, 0, 0, 0};
 
 		if (!list[i]->map)
 			continue;
@@ -2895,7 +2907,8 @@ out_unlock:
 	return ret;
 }
 
-/* ---- dump ------------------------------------------------------------------------------------------- */
+/* ---- dump
+ * ------------------------------------------------------------------------------------------- */
 
 static int dump_unit(void *arg, const struct cfs_extent_unit_view *v)
 {
@@ -2951,8 +2964,9 @@ char *cfs_ns_dump(struct cfs_fs *fs)
 		struct cfs_inode *inode = list[i];
 
 		pthread_mutex_lock(&inode->lock);
-		fprintf(f, "inode %llu gen %llu mode %o nlink %u uid %u gid %u rdev %llu size %llu "
-			   "mtime %lld ctime %lld page %u parent %llu\n",
+		fprintf(f,
+			"inode %llu gen %llu mode %o nlink %u uid %u gid %u rdev %llu size %llu "
+			"mtime %lld ctime %lld page %u parent %llu\n",
 			(unsigned long long)inode->ino, (unsigned long long)inode->generation,
 			inode->mode, inode->nlink, inode->uid, inode->gid,
 			(unsigned long long)inode->rdev,

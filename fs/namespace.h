@@ -45,21 +45,21 @@
 
 struct cfs_fs;
 struct cfs_ns;
-struct cfs_dir;		/* private: a directory's hashed entries */
-struct cfs_xattr;	/* private: one user xattr */
-struct cfs_deferred;	/* private: units freed while I/O was in flight */
+struct cfs_dir;	     /* private: a directory's hashed entries */
+struct cfs_xattr;    /* private: one user xattr */
+struct cfs_deferred; /* private: units freed while I/O was in flight */
 
 /* ---- limits ------------------------------------------------------------- */
 
-#define CFS_ROOT_INO		1ull		/* == FUSE_ROOT_ID */
-#define CFS_NAME_MAX		255u		/* bytes per name (NAME_MAX) */
-#define CFS_SYMLINK_MAX		4095u		/* bytes of a symlink target (PATH_MAX - 1) */
-#define CFS_LINK_MAX		65000u		/* links per inode, subdirectories per dir */
-#define CFS_XATTR_NAME_MAX	255u		/* bytes per xattr name (XATTR_NAME_MAX) */
-#define CFS_XATTR_VALUE_MAX	65536u		/* bytes per value (XATTR_SIZE_MAX, as ext4) */
-#define CFS_XATTR_LIST_MAX	65536u		/* all names + NULs of one inode (XATTR_LIST_MAX) */
-#define CFS_XATTR_TOTAL_MAX	(1u << 20)	/* all names + values of one inode */
-#define CFS_READDIR_COOKIE_FIRST 3ull		/* 1 = ".", 2 = "..", entries from 3 */
+#define CFS_ROOT_INO 1ull	       /* == FUSE_ROOT_ID */
+#define CFS_NAME_MAX 255u	       /* bytes per name (NAME_MAX) */
+#define CFS_SYMLINK_MAX 4095u	       /* bytes of a symlink target (PATH_MAX - 1) */
+#define CFS_LINK_MAX 65000u	       /* links per inode, subdirectories per dir */
+#define CFS_XATTR_NAME_MAX 255u	       /* bytes per xattr name (XATTR_NAME_MAX) */
+#define CFS_XATTR_VALUE_MAX 65536u     /* bytes per value (XATTR_SIZE_MAX, as ext4) */
+#define CFS_XATTR_LIST_MAX 65536u      /* all names + NULs of one inode (XATTR_LIST_MAX) */
+#define CFS_XATTR_TOTAL_MAX (1u << 20) /* all names + values of one inode */
+#define CFS_READDIR_COOKIE_FIRST 3ull  /* 1 = ".", 2 = "..", entries from 3 */
 
 /* ---- the inode ------------------------------------------------------------
  * Public so the data path reads what it needs without calls. Fields marked
@@ -68,63 +68,63 @@ struct cfs_deferred;	/* private: units freed while I/O was in flight */
  * inode is published.
  */
 struct cfs_inode {
-	uint64_t	ino;			/* [const] inode number = FUSE node id */
-	uint64_t	generation;		/* [const] differs for every use of a number */
-	pthread_mutex_t	lock;			/* attributes, map changes, xattrs */
+	uint64_t ino;	      /* [const] inode number = FUSE node id */
+	uint64_t generation;  /* [const] differs for every use of a number */
+	pthread_mutex_t lock; /* attributes, map changes, xattrs */
 
-	uint32_t	mode;			/* [lock] type bits [const] + permission bits */
-	uint32_t	nlink;			/* [lock] */
-	uint32_t	uid;			/* [lock] */
-	uint32_t	gid;			/* [lock] */
-	uint64_t	rdev;			/* [lock] devices: metadata only */
-	_Atomic uint64_t size_bytes;		/* [atomic] written under lock */
-	_Atomic int64_t	atime_ns;		/* [atomic] ns since the epoch */
-	_Atomic int64_t	mtime_ns;		/* [atomic] */
-	_Atomic int64_t	ctime_ns;		/* [atomic] */
-	uint32_t	page_size_bytes;	/* [lock] page size for statistics, 0 = unset;
-						 * persisted */
-	char		*symlink_target;	/* [const] symlinks only, NUL-terminated */
-	struct cfs_xattr *xattrs;		/* [lock] user xattrs, a short list */
-	uint32_t	xattr_count;		/* [lock] */
-	uint32_t	xattr_bytes;		/* [lock] names + values */
+	uint32_t mode;		     /* [lock] type bits [const] + permission bits */
+	uint32_t nlink;		     /* [lock] */
+	uint32_t uid;		     /* [lock] */
+	uint32_t gid;		     /* [lock] */
+	uint64_t rdev;		     /* [lock] devices: metadata only */
+	_Atomic uint64_t size_bytes; /* [atomic] written under lock */
+	_Atomic int64_t atime_ns;    /* [atomic] ns since the epoch */
+	_Atomic int64_t mtime_ns;    /* [atomic] */
+	_Atomic int64_t ctime_ns;    /* [atomic] */
+	uint32_t page_size_bytes;    /* [lock] page size for statistics, 0 = unset;
+				      * persisted */
+	char *symlink_target;	     /* [const] symlinks only, NUL-terminated */
+	struct cfs_xattr *xattrs;    /* [lock] user xattrs, a short list */
+	uint32_t xattr_count;	     /* [lock] */
+	uint32_t xattr_bytes;	     /* [lock] names + values */
 
-	_Atomic uint64_t nlookup;		/* [atomic] FUSE lookup count */
-	_Atomic uint32_t open_count;		/* [atomic] open file handles */
-	_Atomic(struct cfs_io_stats *) stats;	/* [atomic] per-chunk statistics: allocated
-						 * on first use (cfs_ns_inode_stats), freed
-						 * with the inode; regular files only */
-	struct cfs_extent_map *map;		/* [const] regular files only, else NULL */
-	struct cfs_dir	*dir;			/* [ns_lock] directories only, else NULL */
-	uint64_t	parent_ino;		/* [ns_lock] directories: ".." */
+	_Atomic uint64_t nlookup;	      /* [atomic] FUSE lookup count */
+	_Atomic uint32_t open_count;	      /* [atomic] open file handles */
+	_Atomic(struct cfs_io_stats *) stats; /* [atomic] per-chunk statistics: allocated
+					       * on first use (cfs_ns_inode_stats), freed
+					       * with the inode; regular files only */
+	struct cfs_extent_map *map;	      /* [const] regular files only, else NULL */
+	struct cfs_dir *dir;		      /* [ns_lock] directories only, else NULL */
+	uint64_t parent_ino;		      /* [ns_lock] directories: ".." */
 
 	/* Private to namespace.c. */
-	struct cfs_ns	*ns;			/* [const] the owning namespace */
-	_Atomic uint64_t life;			/* low 32 bits: references (table, open
-						 * handles, committer queue, pins); high
-						 * 32 bits: I/O references. The memory goes
-						 * when the whole word reaches 0. */
-	_Atomic uint32_t flags;			/* CFS_INODE_F_* in namespace.c */
-	struct cfs_inode *hash_next;		/* [ns_lock] inode table chain */
-	struct cfs_inode *dirty_next;		/* committer queue link */
-	struct cfs_deferred *deferred;		/* [lock] units to free once inflight == 0 */
-	uint64_t	alloc_hint;		/* [lock] next store unit to try */
+	struct cfs_ns *ns;	       /* [const] the owning namespace */
+	_Atomic uint64_t life;	       /* low 32 bits: references (table, open
+					* handles, committer queue, pins); high
+					* 32 bits: I/O references. The memory goes
+					* when the whole word reaches 0. */
+	_Atomic uint32_t flags;	       /* CFS_INODE_F_* in namespace.c */
+	struct cfs_inode *hash_next;   /* [ns_lock] inode table chain */
+	struct cfs_inode *dirty_next;  /* committer queue link */
+	struct cfs_deferred *deferred; /* [lock] units to free once inflight == 0 */
+	uint64_t alloc_hint;	       /* [lock] next store unit to try */
 };
 
 /* Attributes as the FUSE layer needs them (it converts to struct stat). */
 struct cfs_attr {
-	uint64_t	ino;
-	uint64_t	generation;
-	uint32_t	mode;
-	uint32_t	nlink;
-	uint32_t	uid;
-	uint32_t	gid;
-	uint64_t	rdev;
-	uint64_t	size_bytes;
-	uint64_t	blocks_512;		/* allocated space in 512-byte blocks */
-	uint32_t	blksize_bytes;		/* preferred I/O size: the alloc unit */
-	int64_t		atime_ns;
-	int64_t		mtime_ns;
-	int64_t		ctime_ns;
+	uint64_t ino;
+	uint64_t generation;
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t rdev;
+	uint64_t size_bytes;
+	uint64_t blocks_512;	/* allocated space in 512-byte blocks */
+	uint32_t blksize_bytes; /* preferred I/O size: the alloc unit */
+	int64_t atime_ns;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
 };
 
 /* ---- lifecycle (used by fs.c; tests go through cfs_fs_open_*) -------------- */
@@ -152,25 +152,25 @@ int cfs_ns_getattr(struct cfs_fs *fs, uint64_t ino, struct cfs_attr *attr);
 
 /* ---- setattr ------------------------------------------------------------------ */
 
-#define CFS_SET_MODE		(1u << 0)	/* permission bits only; type bits ignored */
-#define CFS_SET_UID		(1u << 1)
-#define CFS_SET_GID		(1u << 2)
-#define CFS_SET_SIZE		(1u << 3)
-#define CFS_SET_ATIME		(1u << 4)	/* to atime_ns */
-#define CFS_SET_MTIME		(1u << 5)	/* to mtime_ns */
-#define CFS_SET_CTIME		(1u << 6)	/* to ctime_ns */
-#define CFS_SET_ATIME_NOW	(1u << 7)
-#define CFS_SET_MTIME_NOW	(1u << 8)
+#define CFS_SET_MODE (1u << 0) /* permission bits only; type bits ignored */
+#define CFS_SET_UID (1u << 1)
+#define CFS_SET_GID (1u << 2)
+#define CFS_SET_SIZE (1u << 3)
+#define CFS_SET_ATIME (1u << 4) /* to atime_ns */
+#define CFS_SET_MTIME (1u << 5) /* to mtime_ns */
+#define CFS_SET_CTIME (1u << 6) /* to ctime_ns */
+#define CFS_SET_ATIME_NOW (1u << 7)
+#define CFS_SET_MTIME_NOW (1u << 8)
 
 struct cfs_setattr {
-	uint32_t	valid;			/* CFS_SET_* */
-	uint32_t	mode;
-	uint32_t	uid;
-	uint32_t	gid;
-	uint64_t	size_bytes;
-	int64_t		atime_ns;
-	int64_t		mtime_ns;
-	int64_t		ctime_ns;
+	uint32_t valid; /* CFS_SET_* */
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size_bytes;
+	int64_t atime_ns;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
 };
 
 /*
@@ -183,10 +183,10 @@ struct cfs_setattr {
  * cfs_ns_io_end(fs, inode) with the inode given here.
  */
 struct cfs_ns_zero {
-	unsigned	count;			/* 0..2 */
-	uint64_t	device_offset_bytes[2];
-	uint32_t	length_bytes[2];
-	struct cfs_inode *inode;		/* set when count > 0 */
+	unsigned count; /* 0..2 */
+	uint64_t device_offset_bytes[2];
+	uint32_t length_bytes[2];
+	struct cfs_inode *inode; /* set when count > 0 */
 };
 
 /*
@@ -220,8 +220,8 @@ int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *se
 
 /* Regular file, fifo, socket, char or block device (metadata only). Type
  * from mode (S_IFREG if no type bits); -EINVAL for S_IFDIR / S_IFLNK. */
-int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
-		 uint64_t rdev, uint32_t uid, uint32_t gid, struct cfs_attr *attr);
+int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+		 uint32_t uid, uint32_t gid, struct cfs_attr *attr);
 
 /* Create and open in one step (FUSE create): like mknod for S_IFREG, plus
  * what cfs_ns_open() does; *opened receives the open handle. */
@@ -229,8 +229,8 @@ int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uin
 		       uint32_t uid, uint32_t gid, struct cfs_attr *attr,
 		       struct cfs_inode **opened);
 
-int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
-		 uint32_t uid, uint32_t gid, struct cfs_attr *attr);
+int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
+		 uint32_t gid, struct cfs_attr *attr);
 
 /* target: 1..CFS_SYMLINK_MAX bytes (-ENAMETOOLONG beyond, -ENOENT if empty). */
 int cfs_ns_symlink(struct cfs_fs *fs, uint64_t parent, const char *name, const char *target,
@@ -277,9 +277,8 @@ int cfs_ns_rename(struct cfs_fs *fs, uint64_t parent, const char *name, uint64_t
  * nlookup is not raised). Runs with ns_lock held shared: it must not call
  * the namespace.
  */
-typedef int (*cfs_ns_readdir_fn)(void *arg, const char *name, size_t name_length,
-				 uint64_t ino, uint32_t mode, uint64_t next_cookie,
-				 const struct cfs_attr *attr);
+typedef int (*cfs_ns_readdir_fn)(void *arg, const char *name, size_t name_length, uint64_t ino,
+				 uint32_t mode, uint64_t next_cookie, const struct cfs_attr *attr);
 
 /*
  * Entries of directory ino after cookie `offset` (0: from the start, which
@@ -363,8 +362,7 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 
 /* lseek SEEK_DATA / SEEK_HOLE (whence), see fs/extent.h for what is data:
  * mapped and written. Returns the offset, -ENXIO, -EINVAL for other whence. */
-int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
-		    int whence);
+int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes, int whence);
 
 /* ---- user xattrs -------------------------------------------------------------------------
  * Only the "user." namespace is stored (other prefixes: set/remove
@@ -374,8 +372,8 @@ int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_
  * CFS_XATTR_LIST_MAX / CFS_XATTR_TOTAL_MAX (-ENOSPC). "user." xattrs on
  * symlinks and devices: -EPERM, as Linux.
  */
-#define CFS_XATTR_CREATE	0x1		/* XATTR_CREATE: -EEXIST if present */
-#define CFS_XATTR_REPLACE	0x2		/* XATTR_REPLACE: -ENODATA if absent */
+#define CFS_XATTR_CREATE 0x1  /* XATTR_CREATE: -EEXIST if present */
+#define CFS_XATTR_REPLACE 0x2 /* XATTR_REPLACE: -ENODATA if absent */
 
 int cfs_ns_setxattr(struct cfs_fs *fs, uint64_t ino, const char *name, const void *value,
 		    size_t size, int flags);
@@ -391,13 +389,13 @@ int cfs_ns_removexattr(struct cfs_fs *fs, uint64_t ino, const char *name);
 /* ---- statfs ------------------------------------------------------------------------------- */
 
 struct cfs_ns_statfs {
-	uint64_t	block_bytes;		/* f_bsize / f_frsize: the alloc unit */
-	uint64_t	blocks;			/* data units */
-	uint64_t	blocks_free;		/* free + busy (busy ones return at the next commit) */
-	uint64_t	blocks_avail;		/* same; no reserve for root */
-	uint64_t	files;			/* inode limit */
-	uint64_t	files_free;
-	uint32_t	name_max;		/* CFS_NAME_MAX */
+	uint64_t block_bytes;  /* f_bsize / f_frsize: the alloc unit */
+	uint64_t blocks;       /* data units */
+	uint64_t blocks_free;  /* free + busy (busy ones return at the next commit) */
+	uint64_t blocks_avail; /* same; no reserve for root */
+	uint64_t files;	       /* inode limit */
+	uint64_t files_free;
+	uint32_t name_max; /* CFS_NAME_MAX */
 };
 void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st);
 
