@@ -859,6 +859,12 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	atomic_fetch_add(&j->snapshots, 1);
 	set_durable(j, seq_start - 1);
 out_free:
+	/* The tail below S is gone and no snapshot holds it: later records
+	 * would sit behind a gap that replay stops at. Refuse changes rather
+	 * than acknowledge what a crash would lose. */
+	if (ret)
+		cfs_fs_set_readonly(
+			fs, ret == -ENOSPC ? "snapshot (metadata region full)" : "snapshot", ret);
 	free(block);
 	free(sb.scratch);
 	free(sb.buf);
@@ -954,8 +960,12 @@ static int commit_once(struct cfs_journal *j, bool force)
 		atomic_fetch_add(&j->commits, 1);
 	/* (5) busy units freed by these records are free now. */
 	set_durable(j, last_seq);
-	/* Compact when the log passes half its room. */
-	if (j->log_offset_bytes - j->log_start_bytes > (j->log_end_bytes - j->log_start_bytes) / 2)
+	/* Compact when the log passes half its room; while the region is
+	 * full, after every commit that wrote something, so deletions make
+	 * room as soon as they are durable. */
+	if (j->log_offset_bytes - j->log_start_bytes >
+		    (j->log_end_bytes - j->log_start_bytes) / 2 ||
+	    (bytes && atomic_load(&j->meta_full)))
 		return cfs_journal_snapshot(j, false);
 	return 0;
 }

@@ -711,3 +711,43 @@ Test(journal, image_file_on_uring, .fini = NULL, .timeout = 120)
 	cfs_io_close(io);
 	unlink(path);
 }
+
+/* ---- a full metadata region: ENOSPC, never read-only, room again after deletes -- */
+
+Test(journal, metadata_full_is_enospc_then_recovers, .init = setup_small_meta, .fini = teardown)
+{
+	static char value[60000];
+	char name[32];
+	struct cfs_attr a;
+	int files = 0, ret = 0;
+
+	memset(value, 0x33, sizeof(value));
+	while (files < 200) {
+		uint64_t f;
+
+		snprintf(name, sizeof(name), "f%d", files);
+		ret = cfs_ns_mknod(fs, CFS_ROOT_INO, name, S_IFREG | 0600, 0, 0, 0, &a);
+		if (ret)
+			break;
+		f = a.ino;
+		cfs_ns_forget(fs, f, 1);
+		files++;
+		ret = cfs_ns_setxattr(fs, f, "user.v", value, sizeof(value), 0);
+		if (ret)
+			break;
+		cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	}
+	cr_assert_eq(ret, -ENOSPC, "filled %d files without ENOSPC (%d)", files, ret);
+	cr_assert_not(cfs_fs_is_readonly(fs));
+	cr_assert(cfs_journal_meta_full(fs->journal));
+	/* Deleting makes room once the deletion is committed. */
+	for (int i = 0; i < files; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, name), 0);
+	}
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_not(cfs_journal_meta_full(fs->journal));
+	cr_assert_eq(cfs_ns_mknod(fs, CFS_ROOT_INO, "again", S_IFREG | 0600, 0, 0, 0, &a), 0);
+	remount();
+	cr_assert_eq(cfs_ns_lookup(fs, CFS_ROOT_INO, "again", &a), 0);
+}
