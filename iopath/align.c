@@ -117,7 +117,7 @@ int cfs_io_probe_alignment(int fd, struct cfs_io_geometry *geo)
 	if (!is_pow2(logical))
 		logical = ALIGN_FALLBACK_BYTES;
 	if (!is_pow2(mem) || mem > logical)
-		mem = logical;	/* never demand less than the kernel may check */
+		mem = logical; /* never demand less than the kernel may check */
 	if (!is_pow2(physical) || physical < logical)
 		physical = logical;
 

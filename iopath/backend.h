@@ -22,19 +22,18 @@
 
 /* Always-on assertion for invariants whose violation would corrupt data
  * (alignment, bounds, counts). Plain assert() is for debug-only checks. */
-_Noreturn void cfs_io_assert_fail(const char *expr, const char *file, int line,
-				  const char *func);
-#define CFS_ASSERT(expr)							\
-	do {									\
-		if (__builtin_expect(!(expr), 0))				\
-			cfs_io_assert_fail(#expr, __FILE__, __LINE__, __func__); \
+_Noreturn void cfs_io_assert_fail(const char *expr, const char *file, int line, const char *func);
+#define CFS_ASSERT(expr)                                                                           \
+	do {                                                                                       \
+		if (__builtin_expect(!(expr), 0))                                                  \
+			cfs_io_assert_fail(#expr, __FILE__, __LINE__, __func__);                   \
 	} while (0)
 
 #define CFS_BACKEND_OPS_VERSION 1
 
 struct cfs_backend_ops {
 	const char *name;
-	unsigned version;	/* CFS_BACKEND_OPS_VERSION */
+	unsigned version; /* CFS_BACKEND_OPS_VERSION */
 	/* Open the target described by cfg; fill io->geo and io->priv. */
 	int (*open)(struct cfs_io *io, const struct cfs_io_config *cfg);
 	void (*close)(struct cfs_io *io);
@@ -57,7 +56,7 @@ struct cfs_backend_ops {
 extern const struct cfs_backend_ops cfs_backend_uring;
 extern const struct cfs_backend_ops cfs_backend_ram;
 extern const struct cfs_backend_ops cfs_backend_fault;
-extern const struct cfs_backend_ops cfs_backend_null;	/* bench -N: no data moves */
+extern const struct cfs_backend_ops cfs_backend_null; /* bench -N: no data moves */
 
 /* The data backends by name ("uring", "ram", "null"); NULL if unknown. Never
  * returns "fault": the fault wrapper uses it to find the backend it wraps. */
@@ -67,31 +66,31 @@ const struct cfs_backend_ops *cfs_backend_lookup(const char *name);
  * dev (or of its parent disk when dev is a partition); 0 when unknown. */
 uint64_t cfs_io_sysfs_queue_attr(dev_t dev, const char *attr);
 
-struct cfs_range_locks;		/* rmw.c: striped table of locked sector ranges */
+struct cfs_range_locks; /* rmw.c: striped table of locked sector ranges */
 
 struct cfs_io {
 	const struct cfs_backend_ops *ops;
 	struct cfs_io_geometry geo;
-	struct cfs_io_config cfg;	/* copy; the core owns copies of the strings
-					 * (path, fault_spec) until cfs_io_close() */
-	void *priv;			/* the backend's */
-	struct cfs_range_locks *locks;	/* read-modify-write range locks */
-	atomic_uint locked_ranges;	/* fast path: 0 means no range is locked */
+	struct cfs_io_config cfg;      /* copy; the core owns copies of the strings
+					* (path, fault_spec) until cfs_io_close() */
+	void *priv;		       /* the backend's */
+	struct cfs_range_locks *locks; /* read-modify-write range locks */
+	atomic_uint locked_ranges;     /* fast path: 0 means no range is locked */
 };
 
 struct cfs_ioq {
 	struct cfs_io *io;
-	void *priv;			/* the backend's */
-	pthread_mutex_t submit_lock;	/* this queue's submission side only */
-	atomic_uint inflight;		/* staged on this queue's backend and not
-					 * yet completed (parked requests excluded) */
+	void *priv;		     /* the backend's */
+	pthread_mutex_t submit_lock; /* this queue's submission side only */
+	atomic_uint inflight;	     /* staged on this queue's backend and not
+				      * yet completed (parked requests excluded) */
 	unsigned depth;
 	/* Aligned arena for cfs_ioq_buf_get(); registered by the uring backend. */
 	void *arena;
 	size_t arena_bytes;
-	void *arena_state;		/* the core's allocator state */
-	bool arena_registered;		/* set by a backend that registered the
-					 * arena (fixed-buffer I/O possible) */
+	void *arena_state;     /* the core's allocator state */
+	bool arena_registered; /* set by a backend that registered the
+				* arena (fixed-buffer I/O possible) */
 };
 
 /* Called by backends exactly once per request with its final result:

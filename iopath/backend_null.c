@@ -104,7 +104,7 @@ static int null_reap(struct cfs_ioq *q, unsigned min_complete)
 
 	pthread_mutex_lock(&q->submit_lock);
 	if (min_complete)
-		null_submit_locked(nq);	/* as the uring backend does before sleeping */
+		null_submit_locked(nq); /* as the uring backend does before sleeping */
 	list = nq->finished_head;
 	nq->finished_head = nq->finished_tail = NULL;
 	pthread_mutex_unlock(&q->submit_lock);

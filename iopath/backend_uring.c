@@ -84,30 +84,30 @@
 #include "iopath/backend.h"
 
 #ifndef BLOCK_URING_CMD_DISCARD
-#define BLOCK_URING_CMD_DISCARD _IO(0x12, 0)	/* linux/fs.h, 6.12+ */
+#define BLOCK_URING_CMD_DISCARD _IO(0x12, 0) /* linux/fs.h, 6.12+ */
 #endif
 
-#define REAP_BATCH	64u
-#define REG_BUF_SHIFT	30	/* the kernel caps one registered buffer at 1 GiB */
+#define REAP_BATCH 64u
+#define REG_BUF_SHIFT 30 /* the kernel caps one registered buffer at 1 GiB */
 
 /* Low bits of user_data: what the SQE was, beyond req->op. */
-#define TAG_DISCARD_IOCTL	1ull	/* a NOP; the reaper issues BLKDISCARD */
-#define TAG_ZERO_PUNCH		2ull	/* ZERO carried out as PUNCH_HOLE */
-#define TAG_MASK		7ull
+#define TAG_DISCARD_IOCTL 1ull /* a NOP; the reaper issues BLKDISCARD */
+#define TAG_ZERO_PUNCH 2ull    /* ZERO carried out as PUNCH_HOLE */
+#define TAG_MASK 7ull
 _Static_assert(_Alignof(struct cfs_io_req) > TAG_MASK, "user_data tags need alignment");
 
 struct uring_target {
 	int fd;
 	bool is_blk;
-	atomic_bool zero_by_punch;	/* ZERO_RANGE unsupported (tmpfs) */
-	atomic_bool discard_by_ioctl;	/* no BLOCK_URING_CMD_DISCARD (< 6.12) */
+	atomic_bool zero_by_punch;    /* ZERO_RANGE unsupported (tmpfs) */
+	atomic_bool discard_by_ioctl; /* no BLOCK_URING_CMD_DISCARD (< 6.12) */
 };
 
 struct uring_queue {
 	struct io_uring ring;
-	int event_fd;			/* -1 until asked for */
+	int event_fd; /* -1 until asked for */
 	bool file_registered;
-	bool single_thread;		/* CFS_IOQ_SINGLE_THREAD */
+	bool single_thread; /* CFS_IOQ_SINGLE_THREAD */
 };
 
 /* ---- target ----------------------------------------------------------------- */
@@ -128,7 +128,7 @@ static int open_target(const struct cfs_io_config *cfg, bool *direct)
 	int fd;
 
 	if (cfg->exclusive && stat(cfg->path, &st) == 0 && S_ISBLK(st.st_mode))
-		flags |= O_EXCL;	/* a mounted or opened-exclusive device refuses */
+		flags |= O_EXCL; /* a mounted or opened-exclusive device refuses */
 	*direct = cfg->dio != CFS_DIO_OFF;
 	fd = open(cfg->path, flags | (*direct ? O_DIRECT : 0));
 	if (fd >= 0 || errno != EINVAL || !*direct)
@@ -184,7 +184,7 @@ static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	} else if (S_ISREG(st.st_mode)) {
 		size_bytes = (uint64_t)st.st_size;
 	} else {
-		ret = -ENODEV;	/* a directory, a pipe, a character device */
+		ret = -ENODEV; /* a directory, a pipe, a character device */
 		goto out_close;
 	}
 	t->is_blk = S_ISBLK(st.st_mode);
@@ -215,7 +215,7 @@ static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	}
 	if (cfg->size_bytes) {
 		if (cfg->size_bytes > size_bytes) {
-			ret = -EINVAL;	/* never address bytes the target does not have */
+			ret = -EINVAL; /* never address bytes the target does not have */
 			goto out_close;
 		}
 		size_bytes = cfg->size_bytes;
@@ -226,7 +226,8 @@ static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	if (cfg->read_only)
 		geo->discard_supported = false;
 	else if (t->is_blk)
-		geo->discard_supported = cfs_io_sysfs_queue_attr(st.st_rdev, "discard_max_bytes") > 0;
+		geo->discard_supported =
+			cfs_io_sysfs_queue_attr(st.st_rdev, "discard_max_bytes") > 0;
 	else
 		geo->discard_supported = file_can_punch(t->fd, (uint64_t)st.st_size);
 	io->priv = t;
@@ -273,16 +274,16 @@ static int register_arena(struct cfs_ioq *q, struct uring_queue *uq)
 
 /* io_uring_setup flag sets to try, best first (CQSIZE|CLAMP always). */
 static const unsigned setup_flags[] = {
-	/* CFS_IOQ_SINGLE_THREAD */
+	/* CFS_IOQ_SINGLE_THREAD: Linux 6.1, then 5.19 */
 	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-		IORING_SETUP_TASKRUN_FLAG,					/* 6.1 */
-	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, /* 5.19 */
-	/* every queue */
-	IORING_SETUP_SUBMIT_ALL,						/* 5.18 */
+		IORING_SETUP_TASKRUN_FLAG,
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+	/* every queue: Linux 5.18, then anything */
+	IORING_SETUP_SUBMIT_ALL,
 	0,
 };
-#define SETUP_SHARED	2u	/* first entry for queues used from two threads */
-#define SETUP_TRIES	(sizeof(setup_flags) / sizeof(setup_flags[0]))
+#define SETUP_SHARED 2u /* first entry for queues used from two threads */
+#define SETUP_TRIES (sizeof(setup_flags) / sizeof(setup_flags[0]))
 
 static int uring_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 {
@@ -334,7 +335,7 @@ static void uring_queue_fini(struct cfs_ioq *q)
 {
 	struct uring_queue *uq = q->priv;
 
-	io_uring_queue_exit(&uq->ring);	/* drops registrations with the ring */
+	io_uring_queue_exit(&uq->ring); /* drops registrations with the ring */
 	if (uq->event_fd >= 0)
 		close(uq->event_fd);
 	free(uq);
@@ -371,7 +372,7 @@ static int fixed_index(const struct cfs_ioq *q, const char *buf, uint32_t length
 		return -1;
 	offset = (uintptr_t)buf - (uintptr_t)q->arena;
 	if (offset >> REG_BUF_SHIFT != (offset + length_bytes - 1) >> REG_BUF_SHIFT)
-		return -1;	/* straddles two registered iovecs */
+		return -1; /* straddles two registered iovecs */
 	return (int)(offset >> REG_BUF_SHIFT);
 }
 
@@ -480,7 +481,7 @@ static bool retry_allowed(struct cfs_io_req *req)
 /* The synchronous fallback for kernels without async block discard. */
 static int discard_ioctl(int fd, const struct cfs_io_req *req)
 {
-	uint64_t range[2] = { req->offset_bytes, req->length_bytes };
+	uint64_t range[2] = {req->offset_bytes, req->length_bytes};
 
 	return ioctl(fd, BLKDISCARD, range) < 0 ? -errno : 0;
 }
@@ -489,8 +490,7 @@ static int discard_ioctl(int fd, const struct cfs_io_req *req)
  * Decide the fate of one CQE: return its final result (>= 0 or -errno) and
  * set *again = false, or set *again = true when it must be resubmitted.
  */
-static int cqe_result(struct cfs_ioq *q, struct cfs_io_req *req, uint64_t tag, int res,
-		      bool *again)
+static int cqe_result(struct cfs_ioq *q, struct cfs_io_req *req, uint64_t tag, int res, bool *again)
 {
 	struct uring_target *t = q->io->priv;
 
@@ -624,8 +624,7 @@ static int uring_reap(struct cfs_ioq *q, unsigned min_complete)
 			if (uq->single_thread) {
 				/* nobody else submits: one system call */
 				pthread_mutex_lock(&q->submit_lock);
-				ret = io_uring_submit_and_wait(&uq->ring,
-							       min_complete - completed);
+				ret = io_uring_submit_and_wait(&uq->ring, min_complete - completed);
 				pthread_mutex_unlock(&q->submit_lock);
 				if (ret < 0 && ret != -EAGAIN)
 					return completed ? (int)completed : ret;

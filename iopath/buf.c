@@ -32,15 +32,15 @@
 #include "iopath/backend.h"
 #include "iopath/buf.h"
 
-#define BUF_PAGE_SHIFT	12
-#define BUF_PAGE_BYTES	(1u << BUF_PAGE_SHIFT)
-#define BUF_ORDER_MAX	8
-#define BUF_ORDERS	(BUF_ORDER_MAX + 1)
-#define BUF_NONE	UINT32_MAX
+#define BUF_PAGE_SHIFT 12
+#define BUF_PAGE_BYTES (1u << BUF_PAGE_SHIFT)
+#define BUF_ORDER_MAX 8
+#define BUF_ORDERS (BUF_ORDER_MAX + 1)
+#define BUF_NONE UINT32_MAX
 
-#define STATE_FREE	0x80u	/* head of a free block; low bits: order */
-#define STATE_USED	0x40u	/* head of a handed-out block; low bits: order */
-#define STATE_ORDER	0x0fu
+#define STATE_FREE 0x80u /* head of a free block; low bits: order */
+#define STATE_USED 0x40u /* head of a handed-out block; low bits: order */
+#define STATE_ORDER 0x0fu
 
 _Static_assert((BUF_PAGE_BYTES << BUF_ORDER_MAX) == CFS_IO_LENGTH_MAX,
 	       "largest arena block must be the largest request");
@@ -51,9 +51,9 @@ struct buf_arena {
 	uint32_t pages;
 	uint32_t free_pages;
 	uint32_t free_head[BUF_ORDERS];
-	uint32_t *next;		/* free-list links, indexed by page */
+	uint32_t *next; /* free-list links, indexed by page */
 	uint32_t *prev;
-	uint8_t *state;		/* STATE_* | order for block heads, 0 inside */
+	uint8_t *state; /* STATE_* | order for block heads, 0 inside */
 };
 
 static void list_push(struct buf_arena *a, uint32_t page, unsigned order)

@@ -38,7 +38,7 @@
 #include "iopath/backend.h"
 #include "iopath/buf.h"
 
-#define ARENA_HUGE_MIN_BYTES (2u << 20)	/* THP size: below it madvise is moot */
+#define ARENA_HUGE_MIN_BYTES (2u << 20) /* THP size: below it madvise is moot */
 
 _Noreturn void cfs_io_assert_fail(const char *expr, const char *file, int line, const char *func)
 {
@@ -105,8 +105,7 @@ static bool is_pow2(uint32_t v)
 /* The backend must describe a target we can check requests against. */
 static int geometry_valid(const struct cfs_io_geometry *geo)
 {
-	if (!is_pow2(geo->logical_sector_bytes) ||
-	    geo->logical_sector_bytes > CFS_IO_SECTOR_MAX ||
+	if (!is_pow2(geo->logical_sector_bytes) || geo->logical_sector_bytes > CFS_IO_SECTOR_MAX ||
 	    !is_pow2(geo->mem_align_bytes) ||
 	    geo->physical_sector_bytes < geo->logical_sector_bytes ||
 	    geo->size_bytes % geo->logical_sector_bytes)
@@ -123,8 +122,10 @@ int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out)
 	if (!cfg || !out)
 		return -EINVAL;
 	*out = NULL;
+	/* With a fault spec the wrapped backend may come from the spec
+	 * ("inner=..."), so cfg->backend may be absent, but not unknown. */
 	data_ops = cfs_backend_lookup(cfg->backend);
-	if (!data_ops)
+	if (!data_ops && (cfg->backend || !cfg->fault_spec))
 		return -EINVAL;
 	ops = cfg->fault_spec ? &cfs_backend_fault : data_ops;
 	if (ops->version != CFS_BACKEND_OPS_VERSION)
@@ -135,7 +136,7 @@ int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out)
 		return -ENOMEM;
 	io->ops = ops;
 	io->cfg = *cfg;
-	io->cfg.backend = data_ops->name;	/* static, outlives the caller's string */
+	io->cfg.backend = data_ops ? data_ops->name : NULL; /* static: outlives the caller's */
 	io->cfg.path = NULL;
 	io->cfg.fault_spec = NULL;
 	atomic_init(&io->locked_ranges, 0);
@@ -152,7 +153,7 @@ int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out)
 	if (ret)
 		goto out_free;
 	if (io->geo.mem_align_bytes == 0)
-		io->geo.mem_align_bytes = 1;	/* "any buffer" */
+		io->geo.mem_align_bytes = 1; /* "any buffer" */
 	ret = geometry_valid(&io->geo);
 	if (ret)
 		goto out_close;
@@ -215,7 +216,7 @@ static int arena_map(struct cfs_ioq *q, size_t bytes)
 
 int cfs_ioq_create(struct cfs_io *io, const struct cfs_ioq_config *cfg, struct cfs_ioq **out)
 {
-	struct cfs_ioq_config local = { 0 };
+	struct cfs_ioq_config local = {0};
 	struct cfs_ioq *q;
 	int ret;
 
@@ -276,7 +277,7 @@ void cfs_ioq_destroy(struct cfs_ioq *q)
 		cfs_ioq_submit(q);
 		ret = cfs_ioq_reap(q, 1);
 		if (ret < 0 && ret != -EINTR)
-			break;	/* the backend is broken; nothing more will come */
+			break; /* the backend is broken; nothing more will come */
 	}
 	q->io->ops->queue_fini(q);
 	cfs_buf_arena_fini(q);
@@ -453,7 +454,7 @@ void cfs_ioq_complete(struct cfs_ioq *q, struct cfs_io_req *req, int res)
 
 struct sync_wait {
 	int res;
-	atomic_bool finished;	/* a resumed request may finish on another thread */
+	atomic_bool finished; /* a resumed request may finish on another thread */
 };
 
 static void sync_done(struct cfs_io_req *req, int res)
@@ -464,10 +465,10 @@ static void sync_done(struct cfs_io_req *req, int res)
 	atomic_store_explicit(&wait->finished, true, memory_order_release);
 }
 
-int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes,
-		 uint32_t length_bytes, void *buf, struct cfs_io_stats *stats)
+int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes, uint32_t length_bytes,
+		 void *buf, struct cfs_io_stats *stats)
 {
-	struct sync_wait wait = { .res = 0 };
+	struct sync_wait wait = {.res = 0};
 	struct cfs_io_req req = {
 		.offset_bytes = offset_bytes,
 		.length_bytes = length_bytes,

@@ -46,11 +46,11 @@
 
 /* ---- limits ------------------------------------------------------------ */
 
-#define CFS_IO_LENGTH_MAX	(1u << 20)	/* largest single request: FUSE max_write */
-#define CFS_IO_SECTOR_MAX	4096u		/* largest logical sector we support */
-#define CFS_IO_RETRY_MAX	8u		/* short transfer / EAGAIN resubmissions */
-#define CFS_IO_DEPTH_DEFAULT	128u		/* requests in flight per queue */
-#define CFS_IO_DEPTH_MAX	4096u
+#define CFS_IO_LENGTH_MAX (1u << 20) /* largest single request: FUSE max_write */
+#define CFS_IO_SECTOR_MAX 4096u	     /* largest logical sector we support */
+#define CFS_IO_RETRY_MAX 8u	     /* short transfer / EAGAIN resubmissions */
+#define CFS_IO_DEPTH_DEFAULT 128u    /* requests in flight per queue */
+#define CFS_IO_DEPTH_MAX 4096u
 
 _Static_assert(CFS_IO_LENGTH_MAX % CFS_IO_SECTOR_MAX == 0,
 	       "max request must be a whole number of the largest sector");
@@ -65,44 +65,44 @@ _Static_assert(CFS_IO_LENGTH_MAX % CFS_IO_SECTOR_MAX == 0,
 enum cfs_io_op {
 	CFS_IO_READ = 0,
 	CFS_IO_WRITE,
-	CFS_IO_FLUSH,		/* data flush of the whole target (fdatasync) */
-	CFS_IO_DISCARD,		/* the range may read back as anything until rewritten */
-	CFS_IO_ZERO,		/* the range reads back as zeros */
+	CFS_IO_FLUSH,	/* data flush of the whole target (fdatasync) */
+	CFS_IO_DISCARD, /* the range may read back as anything until rewritten */
+	CFS_IO_ZERO,	/* the range reads back as zeros */
 	CFS_IO_OP_COUNT
 };
 
-#define CFS_HIST_SUB_BITS	4
-#define CFS_HIST_SUB		(1u << CFS_HIST_SUB_BITS)
-#define CFS_HIST_POW		40	/* 2^40 ns ~ 18 minutes: the last bucket is open-ended */
-#define CFS_HIST_BUCKETS	(CFS_HIST_POW * CFS_HIST_SUB)
+#define CFS_HIST_SUB_BITS 4
+#define CFS_HIST_SUB (1u << CFS_HIST_SUB_BITS)
+#define CFS_HIST_POW 40 /* 2^40 ns ~ 18 minutes: the last bucket is open-ended */
+#define CFS_HIST_BUCKETS (CFS_HIST_POW * CFS_HIST_SUB)
 
 struct cfs_latency_hist {
-	uint64_t count;				/* completions recorded */
-	uint64_t sum_ns;			/* sum of latencies */
-	uint64_t min_ns;			/* UINT64_MAX while count == 0 */
+	uint64_t count;	 /* completions recorded */
+	uint64_t sum_ns; /* sum of latencies */
+	uint64_t min_ns; /* UINT64_MAX while count == 0 */
 	uint64_t max_ns;
-	uint64_t bucket[CFS_HIST_BUCKETS];	/* see cfs_hist_bucket() */
+	uint64_t bucket[CFS_HIST_BUCKETS]; /* see cfs_hist_bucket() */
 };
 
 struct cfs_io_op_stats {
-	uint64_t ops;				/* completed requests, successful or not */
-	uint64_t bytes;				/* bytes transferred by successful requests */
-	uint64_t errors;			/* requests completed with -errno */
-	struct cfs_latency_hist latency;	/* queue to done(), successful or not */
+	uint64_t ops;			 /* completed requests, successful or not */
+	uint64_t bytes;			 /* bytes transferred by successful requests */
+	uint64_t errors;		 /* requests completed with -errno */
+	struct cfs_latency_hist latency; /* queue to done(), successful or not */
 };
 
 struct cfs_io_stats {
 	struct cfs_io_op_stats op[CFS_IO_OP_COUNT];
-	uint64_t inflight_now;			/* queued and not yet done */
-	uint64_t inflight_max;			/* high-water mark of inflight_now */
-	uint64_t err_eio;			/* errors by kind */
+	uint64_t inflight_now; /* queued and not yet done */
+	uint64_t inflight_max; /* high-water mark of inflight_now */
+	uint64_t err_eio;      /* errors by kind */
 	uint64_t err_enospc;
-	uint64_t err_misaligned;		/* refused by the alignment check */
-	uint64_t err_short;			/* short transfers that could not be completed */
+	uint64_t err_misaligned; /* refused by the alignment check */
+	uint64_t err_short;	 /* short transfers that could not be completed */
 	uint64_t err_other;
-	uint64_t short_retries;			/* short transfers requeued (not errors) */
-	uint64_t rmw_ops;			/* unaligned requests done by read-modify-write */
-	uint64_t reset_time_ns;			/* CLOCK_REALTIME of the last reset */
+	uint64_t short_retries; /* short transfers requeued (not errors) */
+	uint64_t rmw_ops;	/* unaligned requests done by read-modify-write */
+	uint64_t reset_time_ns; /* CLOCK_REALTIME of the last reset */
 };
 
 /* Zero every counter and record the reset time. Safe against concurrent I/O
@@ -112,8 +112,8 @@ void cfs_io_stats_reset(struct cfs_io_stats *stats);
 void cfs_io_stats_snapshot(const struct cfs_io_stats *stats, struct cfs_io_stats *copy);
 /* Record one completion. Used by iopath itself; exported for the daemon's
  * own operations that do not pass through a backend (e.g. fsync on RAM). */
-void cfs_io_stats_record(struct cfs_io_stats *stats, enum cfs_io_op op,
-			 int res, uint64_t latency_ns);
+void cfs_io_stats_record(struct cfs_io_stats *stats, enum cfs_io_op op, int res,
+			 uint64_t latency_ns);
 void cfs_hist_record(struct cfs_latency_hist *hist, uint64_t latency_ns);
 unsigned cfs_hist_bucket(uint64_t latency_ns);
 uint64_t cfs_hist_bucket_upper_ns(unsigned bucket);
@@ -122,7 +122,7 @@ uint64_t cfs_hist_bucket_upper_ns(unsigned bucket);
  * max_ns; 0 when nothing was recorded. Works on a snapshot. */
 uint64_t cfs_hist_percentile_ns(const struct cfs_latency_hist *hist, double fraction);
 
-uint64_t cfs_now_ns(void);	/* CLOCK_MONOTONIC */
+uint64_t cfs_now_ns(void); /* CLOCK_MONOTONIC */
 
 /* ---- requests ---------------------------------------------------------- */
 
@@ -131,22 +131,22 @@ struct cfs_ioq;
 
 struct cfs_io_req {
 	/* Set by the caller. */
-	uint64_t offset_bytes;			/* byte offset on the target */
-	uint32_t length_bytes;			/* READ/WRITE: <= CFS_IO_LENGTH_MAX;
-						 * DISCARD/ZERO: any (uint32_t); FLUSH: 0 */
-	uint8_t op;				/* enum cfs_io_op */
-	void *buf;				/* READ/WRITE only; aligned, see above */
-	struct cfs_io_stats *stats;		/* counters to charge; may be NULL */
-	void (*done)(struct cfs_io_req *req, int res);	/* res: length_bytes or -errno */
-	void *cookie;				/* the caller's (fuse_req_t, ...) */
+	uint64_t offset_bytes;			       /* byte offset on the target */
+	uint32_t length_bytes;			       /* READ/WRITE: <= CFS_IO_LENGTH_MAX;
+							* DISCARD/ZERO: any (uint32_t); FLUSH: 0 */
+	uint8_t op;				       /* enum cfs_io_op */
+	void *buf;				       /* READ/WRITE only; aligned, see above */
+	struct cfs_io_stats *stats;		       /* counters to charge; may be NULL */
+	void (*done)(struct cfs_io_req *req, int res); /* res: length_bytes or -errno */
+	void *cookie;				       /* the caller's (fuse_req_t, ...) */
 
 	/* Owned by iopath between queue and done; callers must not touch. */
-	uint32_t done_bytes;			/* progress across short transfers */
-	uint16_t retries;			/* resubmissions so far */
-	uint16_t iop_flags;			/* backend-private flags */
-	uint64_t queued_ns;			/* for the latency histogram */
-	struct cfs_io_req *iop_next;		/* intrusive link for iopath's lists */
-	void *iop_private;			/* backend-private (e.g. fault wrapper) */
+	uint32_t done_bytes;	     /* progress across short transfers */
+	uint16_t retries;	     /* resubmissions so far */
+	uint16_t iop_flags;	     /* backend-private flags */
+	uint64_t queued_ns;	     /* for the latency histogram */
+	struct cfs_io_req *iop_next; /* intrusive link for iopath's lists */
+	void *iop_private;	     /* backend-private (e.g. fault wrapper) */
 };
 
 /* ---- targets ----------------------------------------------------------- */
@@ -160,41 +160,41 @@ enum cfs_dio_policy {
 	CFS_DIO_OFF,
 };
 
-#define CFS_IO_RAM_MLOCK	(1u << 0)	/* lock the RAM store's pages as they are touched */
-#define CFS_IO_RAM_HUGEPAGES	(1u << 1)	/* ask for transparent huge pages */
+#define CFS_IO_RAM_MLOCK (1u << 0)     /* lock the RAM store's pages as they are touched */
+#define CFS_IO_RAM_HUGEPAGES (1u << 1) /* ask for transparent huge pages */
 
 struct cfs_io_config {
-	const char *backend;		/* "uring", "ram", or "null" (benchmarks:
-					 * completes every request, moves no data) */
-	const char *path;		/* uring: block device or image file */
-	uint64_t size_bytes;		/* ram, null: capacity (required); uring: 0 =
-					 * whole target, else at most the target */
-	uint32_t align_bytes;		/* ram: advertised alignment, 0 = accept anything;
-					 * uring: 0 = discover from the target */
-	enum cfs_dio_policy dio;	/* uring only */
+	const char *backend;	 /* "uring", "ram", or "null" (benchmarks:
+				  * completes every request, moves no data) */
+	const char *path;	 /* uring: block device or image file */
+	uint64_t size_bytes;	 /* ram, null: capacity (required); uring: 0 =
+				  * whole target, else at most the target */
+	uint32_t align_bytes;	 /* ram: advertised alignment, 0 = accept anything;
+				  * uring: 0 = discover from the target */
+	enum cfs_dio_policy dio; /* uring only */
 	bool read_only;
-	bool exclusive;			/* block devices: O_EXCL, refuse one in use */
-	unsigned ram_flags;		/* CFS_IO_RAM_* */
-	const char *fault_spec;		/* non-NULL: wrap the backend in "fault"
-					 * (tests only; syntax in backend_fault.c) */
+	bool exclusive;		/* block devices: O_EXCL, refuse one in use */
+	unsigned ram_flags;	/* CFS_IO_RAM_* */
+	const char *fault_spec; /* non-NULL: wrap the backend in "fault"
+				 * (tests only; syntax in backend_fault.c) */
 };
 
 struct cfs_io_geometry {
 	uint64_t size_bytes;		/* usable bytes of the target */
 	uint32_t logical_sector_bytes;	/* offset/length alignment of every request */
-	uint32_t physical_sector_bytes;	/* atomic write unit (tearing granularity) */
+	uint32_t physical_sector_bytes; /* atomic write unit (tearing granularity) */
 	uint32_t mem_align_bytes;	/* buffer alignment for direct I/O */
 	bool is_block_device;
-	bool direct;			/* the target is open with O_DIRECT */
-	bool discard_supported;		/* DISCARD frees space on the target */
-	const char *backend;		/* "uring", "ram", "fault(uring)", ... */
+	bool direct;		/* the target is open with O_DIRECT */
+	bool discard_supported; /* DISCARD frees space on the target */
+	const char *backend;	/* "uring", "ram", "fault(uring)", ... */
 };
 
 struct cfs_ioq_config {
-	unsigned depth;			/* requests in flight, 0 = CFS_IO_DEPTH_DEFAULT */
-	size_t buffer_arena_bytes;	/* aligned memory owned by the queue and
-					 * registered with its ring; 0 = none */
-	unsigned flags;			/* CFS_IOQ_* */
+	unsigned depth;		   /* requests in flight, 0 = CFS_IO_DEPTH_DEFAULT */
+	size_t buffer_arena_bytes; /* aligned memory owned by the queue and
+				    * registered with its ring; 0 = none */
+	unsigned flags;		   /* CFS_IOQ_* */
 };
 
 /* One thread creates the queue and is the only one to queue, submit, reap,
@@ -204,7 +204,7 @@ struct cfs_ioq_config {
  * DEFER_TASKRUN), instead of interrupting it once per completion; the
  * shape of a per-core event loop. A call from another thread fails with
  * -EEXIST from the kernel. Without the flag any thread may submit. */
-#define CFS_IOQ_SINGLE_THREAD	(1u << 0)
+#define CFS_IOQ_SINGLE_THREAD (1u << 0)
 
 int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out);
 void cfs_io_close(struct cfs_io *io);
@@ -217,7 +217,7 @@ int cfs_io_probe_alignment(int fd, struct cfs_io_geometry *geo);
 /* ---- queues ------------------------------------------------------------ */
 
 int cfs_ioq_create(struct cfs_io *io, const struct cfs_ioq_config *cfg, struct cfs_ioq **out);
-void cfs_ioq_destroy(struct cfs_ioq *q);	/* waits for everything in flight */
+void cfs_ioq_destroy(struct cfs_ioq *q); /* waits for everything in flight */
 
 /* Queue a request; it reaches the device at the next cfs_ioq_submit().
  * Returns 0, or, without calling done():
@@ -252,8 +252,8 @@ unsigned cfs_ioq_inflight(const struct cfs_ioq *q);
  * one request on q. Returns length or -errno. Not for the data path: it
  * reaps q (running other requests' done() too), so call it only from the
  * thread that reaps q, never from inside a done(). */
-int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes,
-		 uint32_t length_bytes, void *buf, struct cfs_io_stats *stats);
+int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes, uint32_t length_bytes,
+		 void *buf, struct cfs_io_stats *stats);
 
 /* ---- buffers ----------------------------------------------------------- */
 
@@ -277,9 +277,9 @@ bool cfs_ioq_buf_is_fixed(const struct cfs_ioq *q, const void *buf, uint32_t len
  * read-modify-write is in flight the check costs one atomic load.
  */
 struct cfs_io_rmw {
-	struct cfs_io_req req;		/* offset/length in bytes, any alignment; buf:
-					 * any alignment; op READ or WRITE; done/cookie
-					 * as for a plain request */
+	struct cfs_io_req req; /* offset/length in bytes, any alignment; buf:
+				* any alignment; op READ or WRITE; done/cookie
+				* as for a plain request */
 	/* Optional WRITE hooks (NULL = none). Both run under the range lock,
 	 * on whichever thread drives the rmw at that point. */
 	/* Is the partial edge sector at device offset sector_offset_bytes
@@ -292,13 +292,13 @@ struct cfs_io_rmw {
 	 * Not called when a read of an edge failed (nothing was written). */
 	void (*written)(struct cfs_io_rmw *rmw, int res);
 	/* Owned by iopath. */
-	void *bounce;			/* aligned cover buffer (rmw.c's per-target pool) */
+	void *bounce; /* aligned cover buffer (rmw.c's per-target pool) */
 	uint64_t cover_offset_bytes;
 	uint32_t cover_length_bytes;
 	uint8_t stage;
-	struct cfs_io_req inner;	/* the sector-aligned I/O in flight */
-	struct cfs_io_rmw *wait_next;	/* range-lock table link while holding */
-	struct cfs_ioq *q;		/* the queue its I/O runs on now */
+	struct cfs_io_req inner;      /* the sector-aligned I/O in flight */
+	struct cfs_io_rmw *wait_next; /* range-lock table link while holding */
+	struct cfs_ioq *q;	      /* the queue its I/O runs on now */
 };
 
 /* Start a read-modify-write (WRITE) or bounce read (READ) of rmw->req on q.
