@@ -17,6 +17,13 @@
 #   -b  the iopath_bench binary (default build/release/bench/iopath_bench)
 #   -F  extra fio arguments (default "--fixedbufs=1 --registerfiles=1": the
 #       same registered buffers and file iopath uses; -F "" for fio's defaults)
+#   -P  do not give fio huge-page buffers. By default (as root) the script
+#       reserves a few 2 MiB hugetlb pages for the run and passes
+#       --iomem=mmaphuge, because iopath's arena asks for transparent huge
+#       pages: a 1 MiB request in 4 KiB pages needs 256 segments, more than
+#       virtio-blk's max_segments (254) here, and is split in two; in huge
+#       pages it is one segment. Without this, 1 MiB sequential compares
+#       buffer layouts, not I/O paths. The old reservation is restored.
 #   -c  only these cases (names below)
 #   -L  skip the loop device (and root is not needed)
 #   -k  keep the image afterwards
@@ -43,10 +50,12 @@ fio_extra="--fixedbufs=1 --registerfiles=1"
 only=
 use_loop=1
 keep=0
+fio_huge=1
+hugepages_saved=
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
 
-while getopts "n:r:s:d:o:b:F:c:Lkh" opt; do
+while getopts "n:r:s:d:o:b:F:c:LkPh" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	r) runtime=$OPTARG ;;
@@ -58,6 +67,7 @@ while getopts "n:r:s:d:o:b:F:c:Lkh" opt; do
 	c) only=$OPTARG ;;
 	L) use_loop=0 ;;
 	k) keep=1 ;;
+	P) fio_huge=0 ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -78,6 +88,9 @@ loopdev=
 work=$(mktemp -d "${TMPDIR:-/tmp}/iopath-vs-fio.XXXXXX")
 
 cleanup() {
+	if [ -n "$hugepages_saved" ]; then
+		echo "$hugepages_saved" >/proc/sys/vm/nr_hugepages || true
+	fi
 	if [ -n "$loopdev" ]; then
 		losetup -d "$loopdev" 2>/dev/null || true
 	fi
@@ -106,6 +119,21 @@ if [ "$use_loop" = 1 ]; then
 	fi
 fi
 
+# ---- fio's buffers in huge pages, like iopath's arena -------------------------
+if [ "$fio_huge" = 1 ]; then
+	if [ "$(id -u)" = 0 ] && [ -w /proc/sys/vm/nr_hugepages ]; then
+		hugepages_saved=$(cat /proc/sys/vm/nr_hugepages)
+		echo $((hugepages_saved + 16)) >/proc/sys/vm/nr_hugepages
+		if [ "$(cat /proc/sys/vm/nr_hugepages)" -ge $((hugepages_saved + 8)) ]; then
+			fio_extra="$fio_extra --iomem=mmaphuge"
+		else
+			echo "iopath-vs-fio: could not reserve huge pages: fio uses small pages" >&2
+		fi
+	else
+		echo "iopath-vs-fio: not root: fio uses small pages (see -P)" >&2
+	fi
+fi
+
 # name fio-rw iopath-flags bs qd
 cases=(
 	"randread-4k-qd32 randread -w0 4096 32"
@@ -131,7 +159,8 @@ run_fio() {	# target bs qd rw -> "iops mbps p50 p99"
 		$fio_extra --output-format=json --output="$json" >/dev/null
 	python3 - "$json" <<-'EOF'
 	import json, sys
-	job = json.load(open(sys.argv[1]))["jobs"][0]
+	text = open(sys.argv[1]).read()
+	job = json.loads(text[text.find("{"):])["jobs"][0]	# skip any warning line
 	d = job["write"] if job["write"]["io_bytes"] > job["read"]["io_bytes"] else job["read"]
 	pct = d["lat_ns"].get("percentile", {})
 	print("%.0f %.1f %.1f %.1f" % (d["iops"], d["bw_bytes"] / 1e6,
