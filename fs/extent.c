@@ -104,9 +104,12 @@ int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint
 		return -EINVAL;
 	if (unit_bytes / sector_bytes > CFS_EXTENT_SECTORS_MAX || store_units == 0)
 		return -EINVAL;
-	/* About sqrt(store_units) per level: an empty map costs nothing, a
-	 * mapped file one root and the leaves it touches. */
-	while (leaf < CFS_EXTENT_LEAF_SLOTS_MAX && leaf * leaf < store_units)
+	/* Twice the store: one file can take every unit and still be refused
+	 * with ENOSPC by the allocator, not EFBIG by its map (tmpfs and the
+	 * RAM mount promise ENOSPC). About sqrt(2 * store_units) per level:
+	 * an empty map costs nothing, a mapped file one root and the leaves
+	 * it touches. */
+	while (leaf < CFS_EXTENT_LEAF_SLOTS_MAX && leaf * leaf < 2 * store_units)
 		leaf <<= 1;
 	geom->unit_bytes = unit_bytes;
 	geom->sector_bytes = sector_bytes;
@@ -115,11 +118,11 @@ int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint
 	geom->sectors_per_unit = unit_bytes / sector_bytes;
 	geom->leaf_slots = leaf;
 	geom->leaf_shift = log2_u64(leaf);
-	geom->root_slots = (store_units + leaf - 1) / leaf;
+	geom->root_slots = (2 * store_units + leaf - 1) / leaf;
 	geom->max_units = geom->root_slots * leaf;
 	geom->store_units = store_units;
 	geom->data_offset_bytes = data_offset_bytes;
-	CFS_FS_ASSERT(geom->max_units >= store_units);
+	CFS_FS_ASSERT(geom->max_units >= 2 * store_units);
 	return 0;
 }
 

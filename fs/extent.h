@@ -76,11 +76,12 @@ struct cfs_extent_geom {
 
 /*
  * Fill *geom for a store: units of unit_bytes, sector granularity
- * sector_bytes, store_units units starting at data_offset_bytes. Files may be
- * as large as the store (max_units >= store_units; at least 1 leaf). Root and
- * leaf sizes are about sqrt(store_units) each, so an empty map costs nothing
- * and a full one a root of a few KiB. -EINVAL for non-powers of two, a sector
- * larger than the unit, or more than CFS_EXTENT_SECTORS_MAX sectors per unit.
+ * sector_bytes, store_units units starting at data_offset_bytes. A file may
+ * map twice as many units as the store has (max_units >= 2 * store_units; at
+ * least 1 leaf), so filling the store with one file ends in ENOSPC, not
+ * EFBIG. Root and leaf sizes are about sqrt(2 * store_units) each, so an
+ * empty map costs nothing and a full one a root of a few KiB. -EINVAL for non-powers of two, a
+ * sector larger than the unit, or more than CFS_EXTENT_SECTORS_MAX sectors per unit.
  */
 int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint32_t sector_bytes,
 			 uint64_t store_units, uint64_t data_offset_bytes);

@@ -171,11 +171,14 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 			(unsigned long long)fs->sb.store_size_bytes);
 		goto out_free;
 	}
-	if (fs->sb.logical_sector_bytes % geo->logical_sector_bytes) {
+	/* The written-state of data is kept per store sector, and the data
+	 * path's read-modify-write works in device sectors: they must agree. */
+	if (fs->sb.logical_sector_bytes != geo->logical_sector_bytes) {
 		ret = -EINVAL;
 		set_err(err, err_bytes,
-			"the target's logical sector (%u) does not divide the store's (%u)",
-			geo->logical_sector_bytes, fs->sb.logical_sector_bytes);
+			"the store was formatted for %u-byte sectors but the target has %u-byte "
+			"logical sectors",
+			fs->sb.logical_sector_bytes, geo->logical_sector_bytes);
 		goto out_free;
 	}
 	fs->log_seed = cfs_log_seed(fs->sb.uuid);
@@ -239,7 +242,7 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 	struct cfs_journal_config jcfg = {.persist = false};
 	struct cfs_fs *fs;
 	const char *why = NULL;
-	uint32_t unit, sector = 512;
+	uint32_t unit, sector;
 	int ret;
 
 	*out = NULL;
@@ -251,10 +254,17 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 	fs->ram = true;
 	unit = fs->opts.ram_alloc_unit_bytes ? fs->opts.ram_alloc_unit_bytes
 					     : CFS_RAM_ALLOC_UNIT_DEFAULT;
-	/* Written-state granularity: the advertised alignment, at least 512
-	 * (a RAM target without alignment accepts single bytes). */
-	while (sector < geo->logical_sector_bytes)
-		sector <<= 1;
+	/* Written-state granularity: the advertised alignment, which the data
+	 * path's read-modify-write uses too. */
+	sector = geo->logical_sector_bytes;
+	if (sector < 512 || (sector & (sector - 1))) {
+		ret = -EINVAL;
+		set_err(err, err_bytes,
+			"a RAM mount needs an alignment of at least 512 bytes, a power of two "
+			"(it has %u)",
+			sector);
+		goto out_free;
+	}
 	ret = cfs_extent_geom_init(&fs->geom, unit, sector, geo->size_bytes / unit, 0);
 	if (ret) {
 		set_err(err, err_bytes, "a RAM mount of %llu bytes cannot use %u-byte units",

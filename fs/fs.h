@@ -83,7 +83,8 @@ struct cfs_fs {
 /*
  * Mount the chunkfs store on io: read and pick the superblocks (refusing an
  * interrupted mkchunkfs, an unknown version or incompat feature, a store
- * larger than the target, with their messages), load the snapshot, replay
+ * larger than the target, a target whose logical sector differs from the
+ * store's, with their messages), load the snapshot, replay
  * the log up to the first bad record, rebuild the allocator, delete orphans,
  * and (read-write) write a fresh snapshot if anything was replayed and a
  * superblock without CLEAN, then start the committer. err receives one line
@@ -96,7 +97,8 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
  * The RAM temp mount on io (the "ram" backend): the same namespace on a
  * synthetic geometry: the whole target is data, units of
  * opts->ram_alloc_unit_bytes (default 64 KiB), written-state at the target's
- * logical sector. Nothing is written except data; there is no superblock.
+ * logical sector (its advertised alignment: at least 512, a power of two,
+ * else -EINVAL). Nothing is written except data; there is no superblock.
  */
 int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs_fs **out,
 		    char *err, size_t err_bytes);

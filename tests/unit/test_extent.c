@@ -53,12 +53,13 @@ Test(extent, geom)
 
 	cr_assert_eq(cfs_extent_geom_init(&g, UNIT, SECTOR, 4096, 0), 0);
 	cr_assert_eq(g.sectors_per_unit, SPU);
-	cr_assert_geq(g.max_units, 4096);
-	cr_assert_eq(g.leaf_slots, 64);
+	cr_assert_geq(g.max_units, 2 * 4096);
+	cr_assert_eq(g.leaf_slots, 128);
 	cr_assert_eq(g.root_slots, 64);
 	cr_assert_eq(cfs_extent_geom_init(&g, 1u << 20, 512, 16ull << 20, 0), 0);
-	cr_assert_eq(g.leaf_slots, 4096);
-	cr_assert_geq(g.max_units, 16ull << 20);
+	cr_assert_eq(g.leaf_slots, 8192);
+	cr_assert_eq(g.root_slots, 4096);
+	cr_assert_geq(g.max_units, 32ull << 20);
 	cr_assert_eq(cfs_extent_geom_init(&g, 3000, 512, 10, 0), -EINVAL);
 	cr_assert_eq(cfs_extent_geom_init(&g, 4096, 8192, 10, 0), -EINVAL);
 	cr_assert_eq(cfs_extent_geom_init(&g, 1u << 30, 256, 10, 0), -EINVAL);

@@ -688,6 +688,8 @@ Test(namespace, enospc_and_recovery_after_delete, .init = setup_small, .fini = t
 
 	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "f", 0600, 0, 0, &a, &in), 0);
 	cr_assert_eq(write_sim(in, 0, 16 * UNIT), 0);
+	/* One file filling the store runs out of space, not out of map. */
+	cr_assert_eq(write_sim(in, 16 * UNIT, 512), -ENOSPC);
 	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "g", 0600, 0, 0, &b, &in2), 0);
 	cr_assert_eq(write_sim(in2, 0, 512), -ENOSPC);
 	cfs_ns_statfs(fs, &st);
