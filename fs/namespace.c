@@ -2540,7 +2540,7 @@ int cfs_ns_apply_inode(struct cfs_fs *fs, const struct cfs_jrec_inode *rec, cons
 	struct cfs_inode *inode = table_find(ns, rec->ino);
 	uint32_t type = rec->mode & S_IFMT;
 
-	if (rec->ino == 0 || rec->ino >= CFS_INODES_MAX * 4) {
+	if (rec->ino == 0) {
 		*why = "inode record with an invalid inode number";
 		return -EUCLEAN;
 	}
