@@ -577,6 +577,9 @@ static uint64_t record_checksum(const struct cfs_dlog_header *h, const void *pay
 	XXH3_state_t state;
 
 	zeroed.checksum = 0;
+	/* A stack state must be initialised: reset_withSeed skips deriving the
+	 * secret when the garbage in the slot already holds the same seed. */
+	XXH3_INITSTATE(&state);
 	XXH3_64bits_reset_withSeed(&state, seed);
 	XXH3_64bits_update(&state, &zeroed, sizeof(zeroed));
 	if (payload_length_bytes)
@@ -701,6 +704,9 @@ int cfs_snap_seal(void *buf, size_t buf_size_bytes, uint64_t body_length_bytes,
 	h.record_count = htole64(record_count);
 	h.seq = htole64(seq);
 	h.checksum = 0;
+	/* A stack state must be initialised: reset_withSeed skips deriving the
+	 * secret when the garbage in the slot already holds the same seed. */
+	XXH3_INITSTATE(&state);
 	XXH3_64bits_reset_withSeed(&state, seed);
 	XXH3_64bits_update(&state, &h, sizeof(h));
 	if (body_length_bytes)
@@ -735,6 +741,9 @@ int cfs_snap_decode(const void *buf, size_t avail_bytes, uint64_t seed, struct c
 
 	zeroed = h;
 	zeroed.checksum = 0;
+	/* A stack state must be initialised: reset_withSeed skips deriving the
+	 * secret when the garbage in the slot already holds the same seed. */
+	XXH3_INITSTATE(&state);
 	XXH3_64bits_reset_withSeed(&state, seed);
 	XXH3_64bits_update(&state, &zeroed, sizeof(zeroed));
 	if (body_length)
