@@ -991,9 +991,11 @@ int main(int argc, char **argv)
 			goto out_join;
 		}
 	}
+	/* Mounted: the terminal is released first, so this line goes to
+	 * syslog (or to stderr with -f). */
+	detach_finish();
 	fuse_log(FUSE_LOG_INFO, "chunkfs: %s mounted on %s (%s, %u threads)\n",
 		 o.source, o.mountpoint_real, d->geo->backend, d->loop_count);
-	detach_finish();
 	exit_code = 0;
 
 	{

@@ -91,3 +91,93 @@ cfs_expect_fail_with() {
 	grep -qF -- "$text" <<<"$out" || cfs_fail "'$*' did not say '$text'. Output: $out"
 	cfs_log "refused as expected (exit $rc): $(head -n 1 <<<"$out")"
 }
+
+# ---- chunkfs mounts (added for the daemon's tests) ---------------------------
+#
+# cfs_mkfs IMAGE SIZE [ARGS...]: format a sparse image with mkchunkfs (skips
+# the test if mkchunkfs is not built yet).
+cfs_mkfs() {
+	local img=$1 size=$2
+	shift 2
+	[ -x "$CFS_BIN/mkchunkfs" ] || cfs_skip "needs $CFS_BIN/mkchunkfs"
+	"$CFS_BIN/mkchunkfs" -q -s "$size" --sparse "$@" "$img" >/dev/null ||
+		cfs_fail "mkchunkfs -s $size $img failed"
+}
+
+declare -A _cfs_mount_pid=()
+
+# cfs_mount SOURCE DIR [OPTS]: start chunkfs in the foreground (-f) in the
+# background, its log in $CFS_WORK/chunkfs-<dir>.log, wait until DIR is
+# mounted, and register cleanup (unmount, wait, kill) for exit. Sets
+# CFS_MOUNT_PID. Fails the test if the daemon dies or does not mount in 20 s.
+# Never call it inside $(...).
+cfs_mount() {
+	local src=$1 dir=$2 opts=${3:-} log i
+	[ -x "$CFS_BIN/chunkfs" ] || cfs_skip "needs $CFS_BIN/chunkfs"
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	log=$CFS_WORK/chunkfs-$(basename "$dir").log
+	echo "=== chunkfs $src $dir ${opts:+-o $opts}" >>"$log"
+	"$CFS_BIN/chunkfs" -f "$src" "$dir" ${opts:+-o "$opts"} >>"$log" 2>&1 &
+	CFS_MOUNT_PID=$!
+	_cfs_mount_pid[$dir]=$CFS_MOUNT_PID
+	cfs_defer "cfs_umount '$dir'"
+	for ((i = 0; i < 200; i++)); do
+		if cfs_is_mounted "$dir"; then
+			return 0
+		fi
+		if ! kill -0 "$CFS_MOUNT_PID" 2>/dev/null; then
+			cat "$log" >&2
+			cfs_fail "chunkfs $src $dir exited before mounting"
+		fi
+		sleep 0.1
+	done
+	cat "$log" >&2
+	cfs_fail "chunkfs $src $dir did not mount within 20 s"
+}
+
+# cfs_is_mounted DIR: DIR is a chunkfs mount point now.
+cfs_is_mounted() {
+	awk -v d="$1" '$2 == d && $3 == "fuse.chunkfs" { found = 1 } END { exit !found }' \
+		/proc/self/mounts
+}
+
+# cfs_umount DIR [SECONDS]: unmount DIR if mounted, then wait up to SECONDS
+# (default 30) for its daemon to finish its checkpoint and exit; kill -9 it
+# after that. Returns 1 if the daemon had to be killed or exited non-zero.
+cfs_umount() {
+	local dir=$1 wait=${2:-30} pid rc=0 i
+	if cfs_is_mounted "$dir"; then
+		fusermount3 -u "$dir" 2>/dev/null || umount "$dir" 2>/dev/null ||
+			umount -l "$dir" 2>/dev/null || true
+	fi
+	pid=${_cfs_mount_pid[$dir]:-}
+	[ -n "$pid" ] || return 0
+	for ((i = 0; i < wait * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid" 2>/dev/null
+		rc=1
+	fi
+	wait "$pid" 2>/dev/null || rc=1
+	unset "_cfs_mount_pid[$dir]"
+	return $rc
+}
+
+# cfs_kill9 DIR: kill -9 DIR's daemon (a crash), then clear the dead mount.
+cfs_kill9() {
+	local dir=$1 pid=${_cfs_mount_pid[$1]:-}
+	[ -n "$pid" ] || cfs_fail "cfs_kill9: no daemon for $dir"
+	kill -9 "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	unset "_cfs_mount_pid[$dir]"
+	# The kernel keeps the dead mount ("Transport endpoint is not connected").
+	fusermount3 -u "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
+}
+
+# cfs_daemon_log DIR: print the log of DIR's daemon(s).
+cfs_daemon_log() {
+	cat "$CFS_WORK/chunkfs-$(basename "$1").log" 2>/dev/null || true
+}
