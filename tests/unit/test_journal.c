@@ -126,8 +126,11 @@ static void setup_small_meta(void)
 	mount_fs();
 }
 
+static void release_all(void);
+
 static void teardown(void)
 {
+	release_all();
 	if (fs)
 		cfs_fs_close(fs);
 	fs = NULL;
@@ -217,12 +220,38 @@ static void build_tree(void)
 	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "gone"), 0);
 }
 
+/* Dumps live until release() or teardown, so a failed assertion (which
+ * ends the test at once) leaves no leak report behind. */
+static char *dumps[8];
+
 static char *dump(void)
 {
 	char *d = cfs_ns_dump(fs);
 
 	cr_assert_not_null(d);
+	for (int i = 0; i < 8; i++)
+		if (!dumps[i]) {
+			dumps[i] = d;
+			return d;
+		}
+	cr_assert_fail("too many dumps");
 	return d;
+}
+
+static void release(char *d)
+{
+	for (int i = 0; i < 8; i++)
+		if (dumps[i] == d)
+			dumps[i] = NULL;
+	free(d);
+}
+
+static void release_all(void)
+{
+	for (int i = 0; i < 8; i++) {
+		free(dumps[i]);
+		dumps[i] = NULL;
+	}
 }
 
 static void assert_same(const char *a, const char *b)
@@ -270,13 +299,13 @@ Test(journal, clean_close_reopen_identical, .init = setup, .fini = teardown)
 	mount_fs();
 	after = dump();
 	assert_same(before, after);
-	free(after);
+	release(after);
 	/* And again, through a second cycle. */
 	remount();
 	after = dump();
 	assert_same(before, after);
-	free(before);
-	free(after);
+	release(before);
+	release(after);
 }
 
 Test(journal, crash_keeps_committed_drops_uncommitted, .init = setup, .fini = teardown)
@@ -295,8 +324,8 @@ Test(journal, crash_keeps_committed_drops_uncommitted, .init = setup, .fini = te
 	after = dump();
 	assert_same(committed, after);
 	cr_assert_eq(cfs_ns_lookup(fs, CFS_ROOT_INO, "late", &a), -ENOENT);
-	free(committed);
-	free(after);
+	release(committed);
+	release(after);
 }
 
 Test(journal, crash_after_commits_and_fsync_of_written_state, .init = setup, .fini = teardown)
@@ -321,8 +350,8 @@ Test(journal, crash_after_commits_and_fsync_of_written_state, .init = setup, .fi
 	cr_assert_eq(cfs_extent_written_span(in->map, 0, 2 * UNIT, &w), 20 * 4096);
 	cr_assert(w);
 	cfs_ns_release(fs, in);
-	free(committed);
-	free(after);
+	release(committed);
+	release(after);
 }
 
 Test(journal, power_loss_with_volatile_cache, .init = setup_fault, .fini = teardown)
@@ -341,8 +370,8 @@ Test(journal, power_loss_with_volatile_cache, .init = setup_fault, .fini = teard
 	mount_fs();
 	after = dump();
 	assert_same(committed, after);
-	free(committed);
-	free(after);
+	release(committed);
+	release(after);
 }
 
 Test(journal, torn_log_tail_ends_replay, .init = setup, .fini = teardown)
@@ -369,8 +398,8 @@ Test(journal, torn_log_tail_ends_replay, .init = setup, .fini = teardown)
 	mount_fs();
 	after = dump();
 	assert_same(first, after);
-	free(first);
-	free(after);
+	release(first);
+	release(after);
 }
 
 Test(journal, snapshots_cycle_through_both_halves, .init = setup_small_meta, .fini = teardown)
@@ -408,12 +437,12 @@ Test(journal, snapshots_cycle_through_both_halves, .init = setup_small_meta, .fi
 	crash_and_remount();
 	after = dump();
 	assert_same(before, after);
-	free(after);
+	release(after);
 	remount();
 	after = dump();
 	assert_same(before, after);
-	free(before);
-	free(after);
+	release(before);
+	release(after);
 }
 
 Test(journal, busy_units_until_durable, .init = setup, .fini = teardown)
@@ -490,8 +519,8 @@ Test(journal, failed_metadata_write_turns_read_only, .init = NULL, .fini = teard
 	mount_fs();
 	after = dump();
 	assert_same(committed, after);
-	free(committed);
-	free(after);
+	release(committed);
+	release(after);
 }
 
 Test(journal, refuses_interrupted_mkfs_and_foreign_data, .init = NULL, .fini = NULL)
@@ -527,8 +556,8 @@ Test(journal, read_only_mount_writes_nothing, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_ns_mknod(fs, CFS_ROOT_INO, "x", S_IFREG, 0, 0, 0, &a), -EROFS);
 	after = dump();
 	assert_same(before, after);
-	free(before);
-	free(after);
+	release(before);
+	release(after);
 }
 
 static void setup_big_meta(void)
@@ -553,8 +582,8 @@ Test(journal, many_records_one_commit_and_big_tail, .init = setup_big_meta, .fin
 	crash_and_remount();
 	after = dump();
 	assert_same(before, after);
-	free(before);
-	free(after);
+	release(before);
+	release(after);
 }
 
 /* ---- snapshots while other threads mutate, then a crash ------------------------ */
@@ -665,12 +694,12 @@ Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stre
 	crash_and_remount();
 	after = dump();
 	assert_same(before, after);
-	free(after);
+	release(after);
 	remount();
 	after = dump();
 	assert_same(before, after);
-	free(before);
-	free(after);
+	release(before);
+	release(after);
 }
 
 /* ---- the same on an image file through io_uring (O_DIRECT) ----------------------- */
@@ -699,13 +728,13 @@ Test(journal, image_file_on_uring, .fini = NULL, .timeout = 120)
 	remount();
 	after = dump();
 	assert_same(before, after);
-	free(after);
+	release(after);
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	crash_and_remount();
 	after = dump();
 	assert_same(before, after);
-	free(before);
-	free(after);
+	release(before);
+	release(after);
 	cr_assert_eq(cfs_fs_close(fs), 0);
 	fs = NULL;
 	cfs_io_close(io);
