@@ -12,6 +12,7 @@ mnt=$CFS_WORK/mnt
 cfs_mkfs "$img" 512M
 cfs_mount "$img" "$mnt"
 
+cd "$CFS_WORK"	# fio leaves files in the current directory
 engine=io_uring
 fio --enghelp=io_uring >/dev/null 2>&1 || engine=libaio
 
@@ -21,7 +22,7 @@ run_fio() {	# name dir extra-args...
 	cfs_log "fio $name"
 	fio --name="$name" --directory="$dir" --ioengine=$engine --iodepth=16 \
 		--rw=randwrite --bsrange=4k-16k --bs_unaligned=0 --numjobs=4 --group_reporting \
-		--verify=crc32c --verify_fatal=1 --do_verify=1 --verify_backlog=64 \
+		--verify=crc32c --verify_fatal=1 --do_verify=1 --verify_backlog=64 --verify_state_save=0 \
 		--output="$CFS_WORK/fio-$name.out" "$@" ||
 		{ cat "$CFS_WORK/fio-$name.out"; cfs_fail "fio $name failed"; }
 	grep -E 'WRITE:|READ:' "$CFS_WORK/fio-$name.out" | sed 's/^/#   /'
@@ -40,7 +41,7 @@ cfs_mount "$img" "$mnt"
 cfs_log "fio verify after remount"
 fio --name=onefile --directory="$mnt" --ioengine=$engine --iodepth=16 --rw=randwrite \
 	--bsrange=4k-16k --numjobs=4 --filename=shared --size=24M --offset_increment=24M \
-	--direct=1 --verify=crc32c --verify_fatal=1 --verify_only=1 \
+	--direct=1 --verify=crc32c --verify_fatal=1 --verify_only=1 --verify_state_save=0 \
 	--output="$CFS_WORK/fio-verify.out" ||
 	{ cat "$CFS_WORK/fio-verify.out"; cfs_fail "verify after remount failed"; }
 cfs_umount "$mnt" || cfs_fail "unmount"
