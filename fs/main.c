@@ -663,7 +663,18 @@ static int open_store(const struct options *o, struct cfs_io **out)
 		cfg.dio = (stat(o->source, &st) == 0 && S_ISBLK(st.st_mode)) ?
 			  CFS_DIO_REQUIRED : CFS_DIO_OPTIONAL;
 	}
-	ret = cfs_io_open(&cfg, out);
+	/* EBUSY on a block device right after its previous daemon died: the
+	 * kernel tears a dead process's io_uring down asynchronously, and the
+	 * ring's file reference keeps the exclusive claim for a moment after
+	 * the flock is gone. Wait for it as for the lock. */
+	for (unsigned tries = o->lock_wait_s * 10;; tries--) {
+		struct timespec pause = { 0, 100 * 1000 * 1000 };
+
+		ret = cfs_io_open(&cfg, out);
+		if (ret != -EBUSY || !tries)
+			break;
+		nanosleep(&pause, NULL);
+	}
 	if (ret == 0)
 		return 0;
 	if (ret == -EBUSY)

@@ -88,6 +88,16 @@ out=$("$chunkfs" "$good" "$mnt" -o wait=30 2>&1) || cfs_fail "remount right afte
 fusermount3 -u "$mnt"
 wait_released "$good"
 
+# ---- read-only: readable, refuses changes, writes nothing to the store ----------------
+cp --sparse=always "$good" "$CFS_WORK/before.img"
+cfs_mount "$good" "$mnt" ro
+grep -q " $mnt fuse.chunkfs ro," /proc/self/mounts || cfs_fail "ro not in /proc/mounts"
+[ "$(cat "$mnt/file")" = persisted ] || cfs_fail "read on a read-only mount"
+touch "$mnt/new" 2>/dev/null && cfs_fail "create on a read-only mount"
+echo x 2>/dev/null >>"$mnt/file" && cfs_fail "write on a read-only mount"
+cfs_umount "$mnt" || cfs_fail "unmount ro"
+cmp "$good" "$CFS_WORK/before.img" || cfs_fail "a read-only mount changed the store"
+
 # ---- the mount helper names and the argv mount(8) passes --------------------------------
 bin=$CFS_WORK/bin
 mkdir -p "$bin"
