@@ -674,8 +674,12 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	if (offset + size < offset)
 		return -EFBIG;
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
-	if (ret)
+	if (ret) {
+		/* No device I/O happened: charge the chunk's error counters here
+		 * (ENOSPC by kind), as iopath would have. */
+		cfs_io_stats_record(cfs_ns_inode_stats(inode), CFS_IO_WRITE, ret, 0);
 		return ret;
+	}
 	c = ctx_start(l, req, inode, OP_WRITE);
 	c->offset_bytes = offset;
 	c->length_bytes = (uint32_t)size;

@@ -110,6 +110,11 @@ $util seek "$mnt/punch" data $((2 * MiB)) $((6 * MiB))
 fallocate -c -o 0 -l $MiB "$mnt/punch" 2>/dev/null && cfs_fail "COLLAPSE_RANGE accepted"
 fallocate -z -o 0 -l $MiB "$mnt/punch" 2>/dev/null && cfs_fail "ZERO_RANGE accepted"
 
+# ---- I/O in flight while the same file is truncated, fallocated, punched -------------
+cfs_log "churn: I/O against truncate/fallocate/punch for 10 s"
+$util churn "$mnt/churn" 10 || cfs_fail "churn"
+rm "$mnt/churn"
+
 # ---- the same after a remount -------------------------------------------------------
 cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_mount "$img" "$mnt"

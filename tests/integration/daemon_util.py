@@ -236,6 +236,61 @@ def cmd_interleave(args):
                 die(f"record {k} of writer {i} at {off} lost or damaged")
 
 
+def cmd_churn(args):
+    """churn PATH SECONDS: 4 writers/readers (2 O_DIRECT) at random offsets
+    while another thread truncates, fallocates and punches the same file:
+    units unmapped under I/O in flight must neither crash the daemon nor
+    fail the I/O (only ENOSPC would be acceptable)."""
+    import threading
+    path, seconds = args[0], float(args[1])
+    end = time.time() + seconds
+    errors = []
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+    falloc = libc.fallocate
+    falloc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+    def io(i):
+        fd = os.open(path, os.O_RDWR | (os.O_DIRECT if i % 2 else 0))
+        m, buf = aligned_buf(65536)
+        r = random.Random(i)
+        while time.time() < end:
+            n = r.choice((512, 4096, 65536))
+            off = r.randrange(0, 8 << 20) // 512 * 512
+            try:
+                os.pwritev(fd, [buf[:n]], off)
+                os.preadv(fd, [buf[:n]], off)
+            except OSError as e:
+                errors.append(f"io: {e}")
+        os.close(fd)
+
+    def shape():
+        r = random.Random(99)
+        fd = os.open(path, os.O_RDWR)
+        while time.time() < end:
+            k = r.randrange(3)
+            off, ln = r.randrange(0, 8 << 20), r.randrange(1, 2 << 20)
+            if k == 0:
+                os.ftruncate(fd, off)
+            elif k == 1:
+                if falloc(fd, 0, off, ln):
+                    errors.append(f"fallocate: {os.strerror(ctypes.get_errno())}")
+            elif falloc(fd, 3, off, ln):   # PUNCH_HOLE | KEEP_SIZE
+                errors.append(f"punch: {os.strerror(ctypes.get_errno())}")
+        os.close(fd)
+
+    ts = [threading.Thread(target=io, args=(i,)) for i in range(4)]
+    ts.append(threading.Thread(target=shape))
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        die(f"{len(errors)} errors, first: {errors[0]}")
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
 # ---- the crash load --------------------------------------------------------
 # Records: 4096 bytes = header (magic, file number, sequence, length) +
 # payload derived from them + sha256 of the rest. A record is acknowledged
