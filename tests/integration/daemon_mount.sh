@@ -88,6 +88,25 @@ out=$("$chunkfs" "$good" "$mnt" -o wait=30 2>&1) || cfs_fail "remount right afte
 fusermount3 -u "$mnt"
 wait_released "$good"
 
+# ---- allow_other and default_permissions (the database runs as its own user) ----------
+if command -v setpriv >/dev/null; then
+	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	chmod 755 "$CFS_WORK"
+	cfs_mount "$good" "$mnt" allow_other
+	chmod 644 "$mnt/file"
+	as_nobody cat "$mnt/file" >/dev/null || cfs_fail "allow_other: another user cannot read"
+	as_nobody sh -c "echo x >>'$mnt/file'" 2>/dev/null &&
+		cfs_fail "default_permissions: another user wrote a 0644 root file"
+	mkdir "$mnt/dbspace"
+	chown 65534:65534 "$mnt/dbspace"
+	as_nobody sh -c "echo chunk >'$mnt/dbspace/chunk1'" || cfs_fail "owner cannot create in its directory"
+	[ "$(stat -c %u "$mnt/dbspace/chunk1")" = 65534 ] || cfs_fail "new file not owned by its creator"
+	cfs_umount "$mnt" || cfs_fail "unmount"
+	cfs_mount "$good" "$mnt"
+	as_nobody cat "$mnt/file" >/dev/null 2>&1 && cfs_fail "without allow_other another user can read"
+	cfs_umount "$mnt" || cfs_fail "unmount"
+fi
+
 # ---- read-only: readable, refuses changes, writes nothing to the store ----------------
 cp --sparse=always "$good" "$CFS_WORK/before.img"
 cfs_mount "$good" "$mnt" ro
