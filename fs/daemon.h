@@ -29,15 +29,15 @@ struct cfs_loop;
  * per path walk and stat. Negative entries are cached as long: a database
  * probing for files that do not exist gets its ENOENT from the dcache.
  */
-#define CFS_ENTRY_TIMEOUT_S	3600.0
-#define CFS_ATTR_TIMEOUT_S	3600.0
+#define CFS_ENTRY_TIMEOUT_S 3600.0
+#define CFS_ATTR_TIMEOUT_S 3600.0
 
 /* Largest FUSE request and reply payload: FUSE max_write / max_pages. */
-#define CFS_MAX_WRITE_BYTES	(1u << 20)
+#define CFS_MAX_WRITE_BYTES (1u << 20)
 /* The kernel's limit of asynchronous requests in flight per mount (default
  * 12) and where it starts throttling: asynchronous direct I/O from the
  * database counts there, so a low limit caps its queue depth. */
-#define CFS_MAX_BACKGROUND	256u
+#define CFS_MAX_BACKGROUND 256u
 #define CFS_CONGESTION_THRESHOLD 192u
 
 struct cfs_daemon {
@@ -45,9 +45,9 @@ struct cfs_daemon {
 	struct cfs_fs *fs;
 	struct cfs_io *io;
 	const struct cfs_io_geometry *geo;
-	bool ram;			/* the RAM temp mount */
+	bool ram; /* the RAM temp mount */
 	bool read_only;
-	uint32_t dio_align_bytes;	/* RAM: O_DIRECT alignment enforced; else 0 */
+	uint32_t dio_align_bytes; /* RAM: O_DIRECT alignment enforced; else 0 */
 	unsigned loop_count;
 	struct cfs_loop **loops;
 };

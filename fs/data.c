@@ -58,12 +58,12 @@
 #include "fs/fs.h"
 #include "iopath/iopath.h"
 
-#define PARTS_PER_ROUND		8u
+#define PARTS_PER_ROUND 8u
 /* Granularity of the read zero map: every logical sector size is a multiple. */
-#define ZMAP_GRAIN_BYTES	512u
-#define BUF_MAX_BYTES		(CFS_IO_LENGTH_MAX + 2u * CFS_IO_SECTOR_MAX)
-#define ZMAP_WORDS		((BUF_MAX_BYTES / ZMAP_GRAIN_BYTES + 63u) / 64u)
-#define WORK_ROUNDS_MAX		8
+#define ZMAP_GRAIN_BYTES 512u
+#define BUF_MAX_BYTES (CFS_IO_LENGTH_MAX + 2u * CFS_IO_SECTOR_MAX)
+#define ZMAP_WORDS ((BUF_MAX_BYTES / ZMAP_GRAIN_BYTES + 63u) / 64u)
+#define WORK_ROUNDS_MAX 8
 
 _Static_assert(CFS_MAX_WRITE_BYTES <= CFS_IO_LENGTH_MAX,
 	       "a FUSE request must fit one iopath buffer");
@@ -73,9 +73,9 @@ enum ctx_op { OP_READ = 1, OP_WRITE, OP_ZERO };
 struct ctx;
 
 struct part {
-	struct cfs_io_rmw rmw;		/* rmw.req is also the plain request */
+	struct cfs_io_rmw rmw; /* rmw.req is also the plain request */
 	struct ctx *ctx;
-	uint64_t file_offset_bytes;	/* file offset of rmw.req.offset_bytes */
+	uint64_t file_offset_bytes; /* file offset of rmw.req.offset_bytes */
 	bool is_rmw;
 	struct part *retry_next;
 };
@@ -83,26 +83,26 @@ struct part {
 struct ctx {
 	struct cfs_loop *owner;
 	fuse_req_t req;
-	struct cfs_inode *inode;	/* holds an I/O reference while set */
+	struct cfs_inode *inode; /* holds an I/O reference while set */
 	struct cfs_extent_map *map;
 	struct cfs_io_stats *stats;
 	uint8_t op;
-	bool device_io;			/* some part went to the device */
+	bool device_io; /* some part went to the device */
 	bool buf_heap;
-	uint64_t offset_bytes;		/* the FUSE request */
+	uint64_t offset_bytes; /* the FUSE request */
 	uint32_t length_bytes;
-	uint64_t base_bytes;		/* file offset that buf[0] stands for */
-	uint64_t cursor_bytes;		/* next file offset to prepare */
-	uint64_t end_bytes;		/* end of the range to prepare */
+	uint64_t base_bytes;   /* file offset that buf[0] stands for */
+	uint64_t cursor_bytes; /* next file offset to prepare */
+	uint64_t end_bytes;    /* end of the range to prepare */
 	uint8_t *buf;
 	uint32_t buf_bytes;
 	uint64_t start_ns;
-	unsigned nparts;		/* parts of this round */
-	atomic_uint pending;		/* parts not yet completed (+1 while queueing) */
-	atomic_int error;		/* first -errno of any part */
-	struct cfs_attr attr;		/* OP_ZERO for setattr: the reply; ino 0: none */
-	uint64_t zmap[ZMAP_WORDS];	/* OP_READ: grains that read as zeros */
-	struct ctx *next;		/* free list, ready list, remote list */
+	unsigned nparts;	   /* parts of this round */
+	atomic_uint pending;	   /* parts not yet completed (+1 while queueing) */
+	atomic_int error;	   /* first -errno of any part */
+	struct cfs_attr attr;	   /* OP_ZERO for setattr: the reply; ino 0: none */
+	uint64_t zmap[ZMAP_WORDS]; /* OP_READ: grains that read as zeros */
+	struct ctx *next;	   /* free list, ready list, remote list */
 	struct part parts[PARTS_PER_ROUND];
 };
 
@@ -112,16 +112,16 @@ struct cfs_loop {
 	struct cfs_ioq *q;
 	int queue_fd;
 	int remote_fd;
-	struct fuse_buf fbuf;		/* libfuse's receive buffer, reused */
+	struct fuse_buf fbuf; /* libfuse's receive buffer, reused */
 	struct ctx *pool;
 	struct ctx *free;
 	unsigned free_count;
-	struct ctx *ready;		/* rounds completed on this thread */
-	_Atomic(struct ctx *) remote;	/* rounds completed on other threads */
-	struct part *retry_head;	/* parts that found the queue or bounce pool full */
+	struct ctx *ready;	      /* rounds completed on this thread */
+	_Atomic(struct ctx *) remote; /* rounds completed on other threads */
+	struct part *retry_head;      /* parts that found the queue or bounce pool full */
 	struct part *retry_tail;
-	uint32_t granule_bytes;		/* I/O alignment: sector and memory */
-	uint64_t heap_buffers;		/* arena exhausted: aligned heap buffer used */
+	uint32_t granule_bytes; /* I/O alignment: sector and memory */
+	uint64_t heap_buffers;	/* arena exhausted: aligned heap buffer used */
 };
 
 static __thread struct cfs_loop *tls_loop;
@@ -241,8 +241,9 @@ static void zmap_apply(struct ctx *c)
 			g++;
 			continue;
 		}
-		for (run = 1; g + run < grains &&
-			      (c->zmap[(g + run) / 64] & (1ull << ((g + run) % 64))); run++)
+		for (run = 1;
+		     g + run < grains && (c->zmap[(g + run) / 64] & (1ull << ((g + run) % 64)));
+		     run++)
 			;
 		memset(c->buf + g * ZMAP_GRAIN_BYTES, 0, run * ZMAP_GRAIN_BYTES);
 		g += run;
@@ -296,8 +297,7 @@ static void round_done(struct ctx *c)
 	do
 		c->next = head;
 	while (!atomic_compare_exchange_weak_explicit(&owner->remote, &head, c,
-						      memory_order_release,
-						      memory_order_relaxed));
+						      memory_order_release, memory_order_relaxed));
 	if (write(owner->remote_fd, &one, sizeof(one)) != sizeof(one)) {
 		/* the counter is far from overflowing; nothing else can fail */
 	}
@@ -319,8 +319,8 @@ static void part_end(struct part *p, int res)
 /* Mark a written device range [device_offset, +length) of part p written. */
 static int part_mark(struct part *p, uint64_t device_offset_bytes, uint64_t length_bytes)
 {
-	uint64_t file_offset = p->file_offset_bytes +
-			       (device_offset_bytes - p->rmw.req.offset_bytes);
+	uint64_t file_offset =
+		p->file_offset_bytes + (device_offset_bytes - p->rmw.req.offset_bytes);
 	int ret = cfs_extent_mark_written(p->ctx->map, file_offset, length_bytes,
 					  device_offset_bytes);
 
@@ -375,7 +375,7 @@ static void part_submit(struct cfs_loop *l, struct part *p)
 	int ret;
 
 	p->retry_next = NULL;
-	if (l->retry_head) {		/* keep order behind earlier retries */
+	if (l->retry_head) { /* keep order behind earlier retries */
 		l->retry_tail->retry_next = p;
 		l->retry_tail = p;
 		return;
@@ -516,12 +516,13 @@ static int prepare_write(struct cfs_loop *l, struct ctx *c)
 		}
 		b = a + run.length_bytes;
 		dev = run.device_offset_bytes;
-#define DEV(x) (dev + ((x) - c->cursor_bytes))
-#define BUF(x) (c->buf + ((x) - c->base_bytes))
+#define DEV(x) (dev + ((x)-c->cursor_bytes))
+#define BUF(x) (c->buf + ((x)-c->base_bytes))
 		if (a % g) {
 			uint64_t head_end = min_u64(align_up(a, g), b);
 
-			part_new(c, CFS_IO_WRITE, a, DEV(a), (uint32_t)(head_end - a), BUF(a), true);
+			part_new(c, CFS_IO_WRITE, a, DEV(a), (uint32_t)(head_end - a), BUF(a),
+				 true);
 			a = head_end;
 		}
 		mid_end = align_down(b, g);
@@ -531,7 +532,7 @@ static int prepare_write(struct cfs_loop *l, struct ctx *c)
 			part_new(c, CFS_IO_WRITE, a, DEV(a), n, BUF(a), false);
 			a += n;
 		}
-		if (a < mid_end) {		/* out of parts: continue next round */
+		if (a < mid_end) { /* out of parts: continue next round */
 			c->cursor_bytes = a;
 			break;
 		}
@@ -651,8 +652,8 @@ out_finish:
 	return 0;
 }
 
-int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
-		   const void *data, size_t size, uint64_t offset)
+int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, const void *data,
+		   size_t size, uint64_t offset)
 {
 	struct cfs_loop *l = tls_loop;
 	struct ctx *c;
@@ -670,7 +671,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		return 0;
 	}
 	if (size > CFS_MAX_WRITE_BYTES)
-		return -EINVAL;		/* the kernel never sends more than max_write */
+		return -EINVAL; /* the kernel never sends more than max_write */
 	if (offset + size < offset)
 		return -EFBIG;
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);

@@ -36,11 +36,11 @@ struct cfs_ns_zero;
 /* Request contexts per loop: the most FUSE data requests one loop has in
  * flight. The kernel keeps at most CFS_MAX_BACKGROUND asynchronous requests
  * per mount, spread over the loops. */
-#define CFS_LOOP_CONTEXTS	128u
+#define CFS_LOOP_CONTEXTS 128u
 /* The queue's registered buffer arena: 32 full-size requests at once; past
  * that a request falls back to an aligned heap buffer (counted). */
-#define CFS_LOOP_ARENA_BYTES	(32u << 20)
-#define CFS_LOOP_QUEUE_DEPTH	512u
+#define CFS_LOOP_ARENA_BYTES (32u << 20)
+#define CFS_LOOP_QUEUE_DEPTH 512u
 
 /* Create d->loop_count = count loops (queues, arenas, contexts). 0 or -errno;
  * on failure nothing is left allocated. */
@@ -66,12 +66,12 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
 /* ---- handlers (called from ops.c, in a loop thread) ------------------------ */
 
 /* Open-file flags data.c cares about (ops.c keeps them in fi->fh). */
-#define CFS_FILE_DIRECT		(1u << 0)	/* opened with O_DIRECT */
+#define CFS_FILE_DIRECT (1u << 0) /* opened with O_DIRECT */
 
-int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
-		  size_t size, uint64_t offset);
-int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
-		   const void *buf, size_t size, uint64_t offset);
+int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, size_t size,
+		  uint64_t offset);
+int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, const void *buf,
+		   size_t size, uint64_t offset);
 
 /*
  * The alignment policy for O_DIRECT (issue 4; issue 6 builds on it). A store

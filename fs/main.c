@@ -69,11 +69,11 @@
 #endif
 
 /* Exit codes, as mount(8) documents them for helpers. */
-#define EXIT_USAGE	1	/* incorrect invocation */
-#define EXIT_MOUNT	32	/* mount failure */
+#define EXIT_USAGE 1  /* incorrect invocation */
+#define EXIT_MOUNT 32 /* mount failure */
 
-#define THREADS_MAX	64u
-#define RECV_BATCH	16	/* requests received per wakeup before reaping */
+#define THREADS_MAX 64u
+#define RECV_BATCH 16 /* requests received per wakeup before reaping */
 #define LOCK_WAIT_DEFAULT_S 5u
 
 struct cfs_daemon cfs_daemon;
@@ -83,11 +83,11 @@ struct options {
 	const char *source;
 	const char *mountpoint;
 	char mountpoint_real[PATH_MAX];
-	bool helper;			/* invoked as mount.chunkfs / mount.fuse.chunkfs */
+	bool helper; /* invoked as mount.chunkfs / mount.fuse.chunkfs */
 	bool foreground;
 	bool debug;
-	bool fake;			/* mount -f: check everything, mount nothing */
-	bool sloppy;			/* mount -s: ignore unknown options */
+	bool fake;   /* mount -f: check everything, mount nothing */
+	bool sloppy; /* mount -s: ignore unknown options */
 	bool verbose;
 	bool allow_other;
 	bool read_only;
@@ -100,7 +100,7 @@ struct options {
 	unsigned lock_wait_s;
 	const char *fault_spec;
 	const char *fsname;
-	char kernel_flags[256];		/* ro,nosuid,... passed through to the mount */
+	char kernel_flags[256]; /* ro,nosuid,... passed through to the mount */
 };
 
 /* ---- logging -------------------------------------------------------------
@@ -117,7 +117,7 @@ static void log_func(enum fuse_log_level level, const char *fmt, va_list ap)
 	vfprintf(stderr, fmt, ap);
 }
 
-#define say(...)	fuse_log(FUSE_LOG_ERR, "chunkfs: " __VA_ARGS__)
+#define say(...) fuse_log(FUSE_LOG_ERR, "chunkfs: " __VA_ARGS__)
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -188,18 +188,37 @@ static int add_kernel_flag(struct options *o, const char *flag)
 /* Generic mount flags the kernel applies to the FUSE mount (libfuse passes
  * them to mount(2)). */
 static const char *const kernel_flags[] = {
-	"nosuid", "suid", "nodev", "dev", "noexec", "exec",
-	"async", "sync", "dirsync", "atime", "noatime", NULL,
+	"nosuid", "suid", "nodev",   "dev",   "noexec",	 "exec",
+	"async",  "sync", "dirsync", "atime", "noatime", NULL,
 };
 
 /* Options mount(8), mount.fuse3 and fstab hand to helpers that mean nothing
  * to the filesystem itself. */
 static const char *const ignored_opts[] = {
-	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
-	"group", "_netdev", "nofail", "relatime", "norelatime", "strictatime",
-	"nostrictatime", "lazytime", "nolazytime", "silent", "loud",
-	"default_permissions",	/* always on */
-	"auto_unmount", "nodiratime", "diratime", "iversion", "noiversion",
+	"defaults",
+	"auto",
+	"noauto",
+	"user",
+	"nouser",
+	"users",
+	"owner",
+	"group",
+	"_netdev",
+	"nofail",
+	"relatime",
+	"norelatime",
+	"strictatime",
+	"nostrictatime",
+	"lazytime",
+	"nolazytime",
+	"silent",
+	"loud",
+	"default_permissions", /* always on */
+	"auto_unmount",
+	"nodiratime",
+	"diratime",
+	"iversion",
+	"noiversion",
 	NULL,
 };
 
@@ -397,7 +416,7 @@ static int parse_args(struct options *o, int argc, char **argv)
 				o->verbose = true;
 				break;
 			case 'n':
-				break;	/* no /etc/mtab: there is none to write */
+				break; /* no /etc/mtab: there is none to write */
 			case 'r':
 				o->read_only = true;
 				break;
@@ -460,8 +479,7 @@ static int check_paths(struct options *o)
 	if (is_dev_fd_path(o->mountpoint)) {
 		snprintf(o->mountpoint_real, sizeof(o->mountpoint_real), "%s", o->mountpoint);
 	} else {
-		if (!realpath(o->mountpoint, o->mountpoint_real) ||
-		    stat(o->mountpoint_real, &st)) {
+		if (!realpath(o->mountpoint, o->mountpoint_real) || stat(o->mountpoint_real, &st)) {
 			say("mountpoint %s: %s\n", o->mountpoint, strerror(errno));
 			return -ENOENT;
 		}
@@ -570,8 +588,8 @@ static void loop_backing_file(const char *path, char *out, size_t out_bytes)
 	out[0] = '\0';
 	if (stat(path, &st) || !S_ISBLK(st.st_mode) || major(st.st_rdev) != 7)
 		return;
-	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file",
-		 major(st.st_rdev), minor(st.st_rdev));
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_rdev),
+		 minor(st.st_rdev));
 	f = fopen(sys, "re");
 	if (!f)
 		return;
@@ -590,7 +608,7 @@ static void loop_backing_file(const char *path, char *out, size_t out_bytes)
  */
 static int lock_one(const struct options *o, const char *path, int *out_fd)
 {
-	struct timespec pause = { 0, 100 * 1000 * 1000 };
+	struct timespec pause = {0, 100 * 1000 * 1000};
 	unsigned tries = o->lock_wait_s * 10;
 	int fd;
 
@@ -609,13 +627,14 @@ static int lock_one(const struct options *o, const char *path, int *out_fd)
 		}
 		if (!tries--) {
 			say("%s: store in use (a chunkfs daemon may still be finishing "
-			    "its checkpoint)\n", o->source);
+			    "its checkpoint)\n",
+			    o->source);
 			close(fd);
 			return -EBUSY;
 		}
 		if (o->verbose && tries + 1 == o->lock_wait_s * 10u)
-			say("%s: held by another chunkfs; waiting up to %u s\n",
-			    o->source, o->lock_wait_s);
+			say("%s: held by another chunkfs; waiting up to %u s\n", o->source,
+			    o->lock_wait_s);
 		nanosleep(&pause, NULL);
 	}
 	*out_fd = fd;
@@ -643,7 +662,7 @@ static int lock_store(const struct options *o, int lock_fd[2])
 
 static int open_store(const struct options *o, struct cfs_io **out)
 {
-	struct cfs_io_config cfg = { 0 };
+	struct cfs_io_config cfg = {0};
 	struct stat st;
 	int ret;
 
@@ -654,21 +673,21 @@ static int open_store(const struct options *o, struct cfs_io **out)
 	} else {
 		cfg.backend = "uring";
 		cfg.path = o->source;
-		cfg.read_only = o->read_only || o->fake;	/* fake: write nothing */
+		cfg.read_only = o->read_only || o->fake; /* fake: write nothing */
 		cfg.exclusive = true;
 		cfg.fault_spec = o->fault_spec;
 		/* A block device must do direct I/O; an image file on a
 		 * filesystem that refuses O_DIRECT still works (iopath says so
 		 * on stderr) and fsync keeps it durable. */
-		cfg.dio = (stat(o->source, &st) == 0 && S_ISBLK(st.st_mode)) ?
-			  CFS_DIO_REQUIRED : CFS_DIO_OPTIONAL;
+		cfg.dio = (stat(o->source, &st) == 0 && S_ISBLK(st.st_mode)) ? CFS_DIO_REQUIRED
+									     : CFS_DIO_OPTIONAL;
 	}
 	/* EBUSY on a block device right after its previous daemon died: the
 	 * kernel tears a dead process's io_uring down asynchronously, and the
 	 * ring's file reference keeps the exclusive claim for a moment after
 	 * the flock is gone. Wait for it as for the lock. */
 	for (unsigned tries = o->lock_wait_s * 10;; tries--) {
-		struct timespec pause = { 0, 100 * 1000 * 1000 };
+		struct timespec pause = {0, 100 * 1000 * 1000};
 
 		ret = cfs_io_open(&cfg, out);
 		if (ret != -EBUSY || !tries)
@@ -679,7 +698,8 @@ static int open_store(const struct options *o, struct cfs_io **out)
 		return 0;
 	if (ret == -EBUSY)
 		say("%s: device is busy (mounted, or held open exclusively by "
-		    "another program)\n", o->source);
+		    "another program)\n",
+		    o->source);
 	else if (o->ram)
 		say("cannot create the RAM store: %s\n", strerror(-ret));
 	else
@@ -696,7 +716,7 @@ static void fs_log_line(void *arg, const char *line)
 
 static int open_metadata(const struct options *o, struct cfs_io *io, struct cfs_fs **out)
 {
-	struct cfs_fs_options fo = { 0 };
+	struct cfs_fs_options fo = {0};
 	char err[512] = "";
 	int ret;
 
@@ -736,10 +756,8 @@ static struct fuse_session *new_session(const struct options *o)
 		fsname = NULL;
 		goto out;
 	}
-	if (fuse_opt_add_arg(&args, o->prog) ||
-	    fuse_opt_add_opt(&mo, "default_permissions") ||
-	    fuse_opt_add_opt(&mo, "subtype=chunkfs") ||
-	    fuse_opt_add_opt_escaped(&mo, fsname) ||
+	if (fuse_opt_add_arg(&args, o->prog) || fuse_opt_add_opt(&mo, "default_permissions") ||
+	    fuse_opt_add_opt(&mo, "subtype=chunkfs") || fuse_opt_add_opt_escaped(&mo, fsname) ||
 	    (o->allow_other && fuse_opt_add_opt(&mo, "allow_other")) ||
 	    (o->kernel_flags[0] && fuse_opt_add_opt(&mo, o->kernel_flags)) ||
 	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mo) ||
@@ -757,7 +775,7 @@ out:
 
 /* ---- event loops ---------------------------------------------------------- */
 
-static int stop_fd = -1;		/* eventfd: written once to stop every loop */
+static int stop_fd = -1; /* eventfd: written once to stop every loop */
 static volatile sig_atomic_t crash_requested;
 
 static void request_stop(void)
@@ -773,7 +791,7 @@ enum { TAG_FUSE = 1, TAG_QUEUE, TAG_REMOTE, TAG_STOP };
 
 static int ep_add(int ep, int fd, uint32_t events, uint64_t tag)
 {
-	struct epoll_event ev = { .events = events, .data.u64 = tag };
+	struct epoll_event ev = {.events = events, .data.u64 = tag};
 
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
@@ -795,7 +813,7 @@ static bool receive_batch(struct cfs_loop *l, struct fuse_session *se)
 		int res = fuse_session_receive_buf(se, cfs_loop_fuse_buf(l));
 
 		if (res == -EAGAIN)
-			return true;	/* another loop took it */
+			return true; /* another loop took it */
 		if (res == -EINTR)
 			continue;
 		if (res <= 0 || fuse_session_exited(se)) {
@@ -822,11 +840,10 @@ static void *loop_thread(void *arg)
 	cfs_loop_enter(l);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0 || ep_add(ep, stop_fd, EPOLLIN, TAG_STOP) ||
-	    (cfs_loop_queue_fd(l) >= 0 &&
-	     ep_add(ep, cfs_loop_queue_fd(l), EPOLLIN, TAG_QUEUE)) ||
+	    (cfs_loop_queue_fd(l) >= 0 && ep_add(ep, cfs_loop_queue_fd(l), EPOLLIN, TAG_QUEUE)) ||
 	    ep_add(ep, cfs_loop_remote_fd(l), EPOLLIN, TAG_REMOTE)) {
-		fuse_log(FUSE_LOG_ERR, "chunkfs: loop %u: epoll: %s\n",
-			 cfs_loop_index(l), strerror(errno));
+		fuse_log(FUSE_LOG_ERR, "chunkfs: loop %u: epoll: %s\n", cfs_loop_index(l),
+			 strerror(errno));
 		request_stop();
 		stopping = true;
 	}
@@ -905,7 +922,7 @@ static void crash_handler(int sig)
  */
 static void wait_for_end(struct fuse_session *se, const sigset_t *unblocked)
 {
-	struct pollfd p = { .fd = stop_fd, .events = POLLIN };
+	struct pollfd p = {.fd = stop_fd, .events = POLLIN};
 
 	while (!fuse_session_exited(se) && !crash_requested) {
 		int n = ppoll(&p, 1, NULL, unblocked);
@@ -920,10 +937,10 @@ static void wait_for_end(struct fuse_session *se, const sigset_t *unblocked)
 
 int main(int argc, char **argv)
 {
-	struct options o = { 0 };
+	struct options o = {0};
 	struct cfs_daemon *d = &cfs_daemon;
 	sigset_t block, old;
-	int lock_fd[2] = { -1, -1 };
+	int lock_fd[2] = {-1, -1};
 	int ret, exit_code = EXIT_MOUNT;
 	unsigned started = 0;
 	pthread_t *threads = NULL;
@@ -1005,8 +1022,8 @@ int main(int argc, char **argv)
 	/* Mounted: the terminal is released first, so this line goes to
 	 * syslog (or to stderr with -f). */
 	detach_finish();
-	fuse_log(FUSE_LOG_INFO, "chunkfs: %s mounted on %s (%s, %u threads)\n",
-		 o.source, o.mountpoint_real, d->geo->backend, d->loop_count);
+	fuse_log(FUSE_LOG_INFO, "chunkfs: %s mounted on %s (%s, %u threads)\n", o.source,
+		 o.mountpoint_real, d->geo->backend, d->loop_count);
 	exit_code = 0;
 
 	{
@@ -1051,8 +1068,8 @@ out_destroy_loops:
 out_close_fs:
 	ret = cfs_fs_close(d->fs);
 	if (ret && exit_code == 0) {
-		fuse_log(FUSE_LOG_ERR, "chunkfs: %s: checkpoint at unmount failed: %s\n",
-			 o.source, strerror(-ret));
+		fuse_log(FUSE_LOG_ERR, "chunkfs: %s: checkpoint at unmount failed: %s\n", o.source,
+			 strerror(-ret));
 		exit_code = EXIT_MOUNT;
 	}
 out_close_io:

@@ -40,11 +40,11 @@
 #include "fs/data.h"
 #include "fs/fs.h"
 
-#define FS()	(cfs_daemon.fs)
+#define FS() (cfs_daemon.fs)
 
 /* fi->fh: the open inode, with CFS_FILE_* flags in the low bits (inodes are
  * at least 8-byte aligned). */
-#define FH_FLAGS_MASK	7ull
+#define FH_FLAGS_MASK 7ull
 
 static inline uint64_t fh_make(struct cfs_inode *inode, unsigned flags)
 {
@@ -132,9 +132,9 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	/* What we want on top of libfuse's defaults, where the kernel can. */
-	conn->want |= conn->capable & (FUSE_CAP_ASYNC_READ | FUSE_CAP_ASYNC_DIO |
-				       FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_CACHE_SYMLINKS |
-				       FUSE_CAP_PARALLEL_DIROPS);
+	conn->want |= conn->capable &
+		      (FUSE_CAP_ASYNC_READ | FUSE_CAP_ASYNC_DIO | FUSE_CAP_ATOMIC_O_TRUNC |
+		       FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_PARALLEL_DIROPS);
 	/* Write-through page cache: every buffered write reaches us, so
 	 * O_DIRECT opens of the same file see it. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
@@ -207,8 +207,8 @@ static int64_t ts_ns(const struct timespec *ts)
 static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set,
 			   struct fuse_file_info *fi)
 {
-	struct cfs_setattr set = { 0 };
-	struct cfs_ns_zero zero = { 0 };
+	struct cfs_setattr set = {0};
+	struct cfs_ns_zero zero = {0};
 	struct cfs_attr attr;
 	int ret;
 
@@ -322,8 +322,8 @@ static void cfs_ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	cfs_reply_err(req, cfs_ns_rmdir(FS(), parent, name));
 }
 
-static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			  fuse_ino_t newparent, const char *newname, unsigned int flags)
+static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			  const char *newname, unsigned int flags)
 {
 	cfs_reply_err(req, cfs_ns_rename(FS(), parent, name, newparent, newname, flags));
 }
@@ -376,7 +376,7 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	open_file(req, inode, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		cfs_ns_release(FS(), inode);	/* interrupted: no RELEASE will come */
+		cfs_ns_release(FS(), inode); /* interrupted: no RELEASE will come */
 }
 
 static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -464,7 +464,7 @@ static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 	int ret;
 
 	(void)ino;
-	(void)datasync;		/* a commit covers data and metadata alike */
+	(void)datasync; /* a commit covers data and metadata alike */
 	(void)fi;
 	if (cfs_daemon.ram || cfs_daemon.read_only) {
 		/* Nothing to make durable: a RAM mount persists nothing, a
@@ -477,16 +477,15 @@ static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 		fsync_done(ret, req);
 }
 
-static void cfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
-			    struct fuse_file_info *fi)
+static void cfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	cfs_ll_fsync(req, ino, datasync, fi);
 }
 
-static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
-			     off_t length, struct fuse_file_info *fi)
+static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			     struct fuse_file_info *fi)
 {
-	struct cfs_ns_zero zero = { 0 };
+	struct cfs_ns_zero zero = {0};
 	int ret;
 
 	(void)fi;
@@ -540,8 +539,8 @@ struct readdir_buf {
 	bool plus;
 };
 
-static int readdir_add(void *arg, const char *name, size_t name_length, uint64_t ino,
-		       uint32_t mode, uint64_t next_cookie, const struct cfs_attr *attr)
+static int readdir_add(void *arg, const char *name, size_t name_length, uint64_t ino, uint32_t mode,
+		       uint64_t next_cookie, const struct cfs_attr *attr)
 {
 	struct readdir_buf *rb = arg;
 	char stackname[CFS_NAME_MAX + 1];
@@ -566,20 +565,20 @@ static int readdir_add(void *arg, const char *name, size_t name_length, uint64_t
 		n = fuse_add_direntry_plus(rb->req, rb->buf + rb->used, rb->size - rb->used,
 					   stackname, &e, (off_t)next_cookie);
 	} else {
-		struct stat st = { .st_ino = ino, .st_mode = mode };
+		struct stat st = {.st_ino = ino, .st_mode = mode};
 
-		n = fuse_add_direntry(rb->req, rb->buf + rb->used, rb->size - rb->used,
-				      stackname, &st, (off_t)next_cookie);
+		n = fuse_add_direntry(rb->req, rb->buf + rb->used, rb->size - rb->used, stackname,
+				      &st, (off_t)next_cookie);
 	}
 	if (n > rb->size - rb->used)
-		return 1;		/* full: this entry is not consumed */
+		return 1; /* full: this entry is not consumed */
 	rb->used += n;
 	return 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
-	struct readdir_buf rb = { .req = req, .size = size, .plus = plus };
+	struct readdir_buf rb = {.req = req, .size = size, .plus = plus};
 	int ret;
 
 	if (size > CFS_MAX_WRITE_BYTES)
@@ -635,7 +634,7 @@ static void cfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- extended attributes ------------------------------------------------------------------ */
 
-#define STATS_PREFIX	"user.chunkfs."
+#define STATS_PREFIX "user.chunkfs."
 
 static bool has_prefix(const char *s, const char *prefix)
 {
