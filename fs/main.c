@@ -742,6 +742,22 @@ static int open_metadata(const struct options *o, struct cfs_io *io, struct cfs_
 	return ret;
 }
 
+/* Checkpoint and free the metadata (once; later calls do nothing). */
+static void close_metadata(struct cfs_daemon *d, const char *source, int *exit_code)
+{
+	int ret;
+
+	if (!d->fs)
+		return;
+	ret = cfs_fs_close(d->fs);
+	d->fs = NULL;
+	if (ret && *exit_code == 0) {
+		fuse_log(FUSE_LOG_ERR, "chunkfs: %s: checkpoint at unmount failed: %s\n", source,
+			 strerror(-ret));
+		*exit_code = EXIT_MOUNT;
+	}
+}
+
 /* ---- the FUSE session ----------------------------------------------------- */
 
 static struct fuse_session *new_session(const struct options *o)
@@ -1056,6 +1072,11 @@ out_unblock:
 	}
 out_unmount:
 	fuse_session_unmount(d->se);
+	/* The checkpoint while the session still exists: fsyncs waiting in
+	 * the committer are answered from cfs_fs_close() and their requests
+	 * belong to the session (after the unmount the replies just fail). */
+	cfs_loops_destroy(d);
+	close_metadata(d, o.source, &exit_code);
 out_remove_handlers:
 	fuse_remove_signal_handlers(d->se);
 out_destroy_session:
@@ -1066,12 +1087,7 @@ out_close_stop:
 out_destroy_loops:
 	cfs_loops_destroy(d);
 out_close_fs:
-	ret = cfs_fs_close(d->fs);
-	if (ret && exit_code == 0) {
-		fuse_log(FUSE_LOG_ERR, "chunkfs: %s: checkpoint at unmount failed: %s\n", o.source,
-			 strerror(-ret));
-		exit_code = EXIT_MOUNT;
-	}
+	close_metadata(d, o.source, &exit_code);
 out_close_io:
 	cfs_io_close(d->io);
 out_unlock:

@@ -38,6 +38,22 @@ for ((c = 1; c <= cycles; c++)); do
 done
 grep -qiE 'assert|corrupt' "$CFS_WORK"/chunkfs-*.log && cfs_fail "the daemon logged corruption"
 
+# ---- SIGTERM under load: an orderly stop with fsyncs in flight ----------------------
+for ((c = 1; c <= 2; c++)); do
+	cfs_mount "$img" "$mnt"
+	pid=$CFS_MOUNT_PID
+	$util load "$mnt/load" "$ack" 12 60 2>/dev/null &
+	load=$!
+	sleep 1
+	kill -TERM "$pid"
+	for ((i = 0; i < 300; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null && cfs_fail "SIGTERM: the daemon did not exit"
+	wait "$pid" || cfs_fail "SIGTERM: the daemon exited $?"
+	cfs_kill9 "$mnt"	# nothing left to kill; forgets the pid
+	wait $load 2>/dev/null || true
+	check_after "" "after SIGTERM $c"
+done
+
 # ---- simulated power loss --------------------------------------------------------
 for ((c = 1; c <= power_cycles; c++)); do
 	torn=$((c % 2))
