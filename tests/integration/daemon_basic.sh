@@ -18,6 +18,13 @@ cfs_log "mount: $line"
 [ "$(awk '{print $1}' <<<"$line")" = "$img" ] || cfs_fail "fsname is not the source: $line"
 grep -q default_permissions <<<"$line" || cfs_fail "default_permissions missing: $line"
 
+# max_background raised (the kernel's default of 12 would cap the database's
+# asynchronous I/O), where fusectl shows it
+conn=/sys/fs/fuse/connections/$(mountpoint -d "$mnt" | cut -d: -f2)
+if [ -r "$conn/max_background" ]; then
+	[ "$(cat "$conn/max_background")" -eq 256 ] || cfs_fail "max_background $(cat "$conn/max_background")"
+fi
+
 # ---- files, directories, data ------------------------------------------------
 mkdir "$mnt/dir" "$mnt/dir/sub"
 echo "hello chunkfs" >"$mnt/dir/file"
