@@ -136,6 +136,9 @@ install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(B)/mkchunkfs $(DESTDIR)$(sbindir)/mkchunkfs
 	$(if $(wildcard fs/main.c),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
+	@# mount(8) runs mount.chunkfs for -t chunkfs and mount.fuse.chunkfs for -t fuse.chunkfs
+	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.chunkfs)
+	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.fuse.chunkfs)
 	$(if $(MANPAGES),install -m 0644 $(MANPAGES) $(DESTDIR)$(mandir)/man8/)
 
 lint:
