@@ -51,6 +51,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -94,7 +95,10 @@ struct options {
 	bool ram;
 	unsigned threads;
 	uint64_t ram_size_bytes;
-	uint32_t dio_align_bytes;
+	bool ram_size_given;	  /* size= seen (a bad value was already reported) */
+	uint32_t dio_align_bytes; /* RAM: 0 = accept any O_DIRECT alignment */
+	bool dio_align_given;
+	unsigned ram_flags; /* CFS_IO_RAM_MLOCK, CFS_IO_RAM_HUGEPAGES */
 	unsigned commit_interval_s;
 	bool commit_interval_set;
 	unsigned lock_wait_s;
@@ -125,7 +129,7 @@ static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
 		"usage: %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
-		"       %s -o ram,size=SIZE[,dio_align=N] NAME MOUNTPOINT\n"
+		"       %s -o ram,size=SIZE[,dio_align=N][,mlock][,hugepages] NAME MOUNTPOINT\n"
 		"\n"
 		"SOURCE is a block device or image file formatted by mkchunkfs.\n"
 		"\n"
@@ -140,7 +144,10 @@ static void usage(FILE *f, const char *prog)
 		"                     finishing daemon (default %u; 0 = refuse at once)\n"
 		"  -o fsname=NAME     the source shown in /proc/mounts (default SOURCE)\n"
 		"  -o ram,size=SIZE   RAM temp mount (nothing persisted)\n"
-		"  -o dio_align=N     RAM: O_DIRECT alignment enforced (default 512)\n"
+		"  -o dio_align=N     RAM: O_DIRECT alignment enforced (default 512;\n"
+		"                     0 = accept anything, as tmpfs)\n"
+		"  -o mlock           RAM: lock the data in memory (never swapped)\n"
+		"  -o hugepages       RAM: ask for transparent huge pages\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
 		"generic mount options (rw, nosuid, nodev, noexec, noatime, sync, ...)\n"
 		"are passed to the kernel; auto, noauto, user, nofail, _netdev,\n"
@@ -249,6 +256,10 @@ static int parse_one(struct options *o, const char *opt)
 		o->foreground = true;
 	} else if (strcmp(opt, "ram") == 0) {
 		o->ram = true;
+	} else if (strcmp(opt, "mlock") == 0) {
+		o->ram_flags |= CFS_IO_RAM_MLOCK;
+	} else if (strcmp(opt, "hugepages") == 0) {
+		o->ram_flags |= CFS_IO_RAM_HUGEPAGES;
 	} else if (in_list(kernel_flags, opt)) {
 		if (add_kernel_flag(o, opt))
 			goto too_many;
@@ -261,16 +272,34 @@ static int parse_one(struct options *o, const char *opt)
 		if (parse_uint(v, 1, THREADS_MAX, &o->threads))
 			goto bad_value;
 	} else if (opt_value(opt, "size", &v)) {
-		if (cfs_parse_size(v, &size) || size == 0)
-			goto bad_value;
+		o->ram_size_given = true;
+		if (cfs_parse_size(v, &size)) {
+			fprintf(stderr,
+				"%s: size=%s: not a size (a number with an optional K, M, G or T "
+				"suffix)\n",
+				o->prog, v);
+			return -EINVAL;
+		}
+		if (size == 0) {
+			fprintf(stderr, "%s: size=%s: a RAM mount needs a size above 0\n", o->prog,
+				v);
+			return -EINVAL;
+		}
 		o->ram_size_bytes = size;
 	} else if (opt_value(opt, "dio_align", &v)) {
 		unsigned a;
 
-		/* iopath's largest logical sector; powers of two only. */
-		if (parse_uint(v, 512, CFS_IO_SECTOR_MAX, &a) || (a & (a - 1)))
-			goto bad_value;
+		/* 0: no rule (tmpfs); else a device's logical sector: a power
+		 * of two up to iopath's largest. */
+		if (parse_uint(v, 0, CFS_IO_SECTOR_MAX, &a) || (a && (a < 512 || (a & (a - 1))))) {
+			fprintf(stderr,
+				"%s: dio_align=%s: must be 0 (accept any alignment) or a power of "
+				"two from 512 to %u\n",
+				o->prog, v, CFS_IO_SECTOR_MAX);
+			return -EINVAL;
+		}
 		o->dio_align_bytes = a;
+		o->dio_align_given = true;
 	} else if (opt_value(opt, "commit_interval", &v)) {
 		if (parse_uint(v, 1, 3600, &o->commit_interval_s))
 			goto bad_value;
@@ -332,6 +361,69 @@ static const char *base_name(const char *path)
 	const char *slash = strrchr(path, '/');
 
 	return slash ? slash + 1 : path;
+}
+
+/* Bytes of RAM and of swap; 0 if unknown. */
+static void memory_bytes(uint64_t *ram, uint64_t *swap)
+{
+	struct sysinfo si;
+
+	*ram = *swap = 0;
+	if (sysinfo(&si))
+		return;
+	*ram = (uint64_t)si.totalram * si.mem_unit;
+	*swap = (uint64_t)si.totalswap * si.mem_unit;
+}
+
+/*
+ * The RAM store's size: rounded up to whole allocation units (a partial unit
+ * could never be allocated; tmpfs rounds to pages the same way), and refused
+ * when it is more than the machine could ever hold (RAM + swap; RAM alone with
+ * mlock, since locked pages cannot be swapped). Memory is only used as data
+ * is written, so a size up to that is allowed, as with tmpfs: filling it
+ * competes with everything else for memory. Huge pages: a hint; say so when
+ * the kernel has them switched off. 0 or -EINVAL after printing why.
+ */
+static int check_ram_size(struct options *o)
+{
+	uint64_t unit = CFS_RAM_ALLOC_UNIT_DEFAULT, ram, swap, limit;
+	char a[CFS_SIZE_STR_BYTES], b[CFS_SIZE_STR_BYTES], c[CFS_SIZE_STR_BYTES];
+	FILE *f;
+
+	memory_bytes(&ram, &swap);
+	limit = o->ram_flags & CFS_IO_RAM_MLOCK ? ram : ram + swap;
+	if (ram && o->ram_size_bytes > limit) {
+		if (o->ram_flags & CFS_IO_RAM_MLOCK)
+			fprintf(stderr,
+				"%s: size=%s is larger than the memory of this machine (%s of RAM; "
+				"mlock: swap cannot hold locked pages)\n",
+				o->prog, cfs_size_format(o->ram_size_bytes, a),
+				cfs_size_format(ram, b));
+		else
+			fprintf(stderr,
+				"%s: size=%s is larger than the memory of this machine (%s of RAM "
+				"+ %s of swap)\n",
+				o->prog, cfs_size_format(o->ram_size_bytes, a),
+				cfs_size_format(ram, b), cfs_size_format(swap, c));
+		return -EINVAL;
+	}
+	o->ram_size_bytes = (o->ram_size_bytes + unit - 1) / unit * unit;
+
+	f = (o->ram_flags & CFS_IO_RAM_HUGEPAGES)
+		    ? fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re")
+		    : NULL;
+	if (f) {
+		char line[128] = "";
+
+		if (fgets(line, sizeof(line), f) && strstr(line, "[never]"))
+			fprintf(stderr,
+				"%s: hugepages: transparent huge pages are disabled in this kernel "
+				"(/sys/kernel/mm/transparent_hugepage/enabled); using 4 KiB "
+				"pages\n",
+				o->prog);
+		fclose(f);
+	}
+	return 0;
 }
 
 /*
@@ -435,14 +527,19 @@ static int parse_args(struct options *o, int argc, char **argv)
 			usage(stderr, o->prog);
 		return -EINVAL;
 	}
-	if (!o->ram && o->ram_size_bytes) {
-		fprintf(stderr, "%s: size= is for RAM mounts (-o ram,size=...)\n", o->prog);
+	if (!o->ram && (o->ram_size_given || o->dio_align_given || o->ram_flags)) {
+		fprintf(stderr,
+			"%s: size=, dio_align=, mlock and hugepages are for RAM mounts "
+			"(-o ram,size=...)\n",
+			o->prog);
 		bad = 1;
 	}
-	if (o->ram && !o->ram_size_bytes) {
+	if (o->ram && !o->ram_size_given) {
 		fprintf(stderr, "%s: a RAM mount needs size= (e.g. -o ram,size=4G)\n", o->prog);
 		bad = 1;
 	}
+	if (o->ram && o->ram_size_bytes && check_ram_size(o))
+		bad = 1;
 	if (o->ram && o->read_only) {
 		fprintf(stderr, "%s: a RAM mount cannot be read-only: it starts empty\n", o->prog);
 		bad = 1;
@@ -669,7 +766,11 @@ static int open_store(const struct options *o, struct cfs_io **out)
 	if (o->ram) {
 		cfg.backend = "ram";
 		cfg.size_bytes = o->ram_size_bytes;
-		cfg.align_bytes = o->dio_align_bytes;
+		/* dio_align=0 enforces nothing, but the written-state and the
+		 * read-modify-write still work in 512-byte sectors (the data
+		 * path takes unaligned O_DIRECT as a store mount does). */
+		cfg.align_bytes = o->dio_align_bytes ? o->dio_align_bytes : 512;
+		cfg.ram_flags = o->ram_flags;
 	} else {
 		cfg.backend = "uring";
 		cfg.path = o->source;
