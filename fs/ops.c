@@ -20,6 +20,10 @@
  *     opens drop the page cache at open (keep_cache 0).
  *   - fsync is answered from the committer thread when the commit is
  *     durable: no loop thread waits.
+ *   - RAM mounts: after an operation that may free data (unlink, rename
+ *     over a file, truncate, punch, the last close or forget of an unlinked
+ *     file) the committer is woken, so the memory goes back to the system
+ *     now rather than at its next timer tick (ram_give_back).
  *   - xattrs: security.capability (asked before every write) gets ENODATA
  *     without touching the namespace; security.*, system.*, trusted.*:
  *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* is reserved for the
@@ -126,6 +130,21 @@ static void reply_entry(fuse_req_t req, int ret, const struct cfs_attr *attr)
 		cfs_ns_forget(FS(), attr->ino, 1);
 }
 
+/*
+ * Units freed by a truncate, punch or delete stay busy until the committer
+ * releases them, and only then does the RAM backend discard their pages
+ * (MADV_DONTNEED). On a store mount that wait is what keeps a crash from
+ * handing a freed unit's new bytes back to its old file; on a RAM mount
+ * nothing survives a crash, so the commit costs only a wakeup: ask for it at
+ * once, and a deleted temp table's memory is back within milliseconds.
+ * Metadata operations only, never the read/write path.
+ */
+static void ram_give_back(void)
+{
+	if (cfs_daemon.ram)
+		cfs_journal_kick(FS());
+}
+
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
@@ -177,6 +196,7 @@ static void cfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void cfs_ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	cfs_ns_forget(FS(), ino, nlookup);
+	ram_give_back(); /* the kernel's last reference to an unlinked file */
 	fuse_reply_none(req);
 }
 
@@ -184,6 +204,7 @@ static void cfs_ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget
 {
 	for (size_t i = 0; i < count; i++)
 		cfs_ns_forget(FS(), forgets[i].ino, forgets[i].nlookup);
+	ram_give_back();
 	fuse_reply_none(req);
 }
 
@@ -254,6 +275,8 @@ static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int 
 		cfs_reply_err(req, ret);
 		return;
 	}
+	if (set.valid & CFS_SET_SIZE)
+		ram_give_back();
 	/* A truncate inside a written sector: zero the cut bytes on the
 	 * device before answering (they must not come back if the file grows). */
 	cfs_data_zero(req, &zero, &attr);
@@ -314,7 +337,11 @@ static void cfs_ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, co
 
 static void cfs_ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	cfs_reply_err(req, cfs_ns_unlink(FS(), parent, name));
+	int ret = cfs_ns_unlink(FS(), parent, name);
+
+	if (!ret)
+		ram_give_back();
+	cfs_reply_err(req, ret);
 }
 
 static void cfs_ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -325,7 +352,11 @@ static void cfs_ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			  const char *newname, unsigned int flags)
 {
-	cfs_reply_err(req, cfs_ns_rename(FS(), parent, name, newparent, newname, flags));
+	int ret = cfs_ns_rename(FS(), parent, name, newparent, newname, flags);
+
+	if (!ret)
+		ram_give_back(); /* a file renamed over may have gone */
+	cfs_reply_err(req, ret);
 }
 
 /* ---- open files ------------------------------------------------------------------------ */
@@ -373,6 +404,7 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 			cfs_reply_err(req, ret);
 			return;
 		}
+		ram_give_back();
 	}
 	open_file(req, inode, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
@@ -444,6 +476,7 @@ static void cfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 {
 	(void)ino;
 	cfs_ns_release(FS(), fh_inode(fi));
+	ram_give_back(); /* the last close of an unlinked file frees it */
 	fuse_reply_err(req, 0);
 }
 
@@ -503,6 +536,8 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 		cfs_reply_err(req, ret);
 		return;
 	}
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		ram_give_back();
 	/* A punch inside written sectors: zero their cut bytes on the device. */
 	cfs_data_zero(req, &zero, NULL);
 }
