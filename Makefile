@@ -49,7 +49,8 @@ LIBS_FUSE   := -lfuse3
 FORMAT_SRCS    := fs/format.c
 IOPATH_SRCS    := $(wildcard iopath/*.c)
 DAEMON_SRCS    := $(filter-out $(FORMAT_SRCS),$(wildcard fs/*.c))
-MKFS_SRCS      := $(filter-out mkchunkfs/fsck.c,$(wildcard mkchunkfs/*.c))
+FSCK_SRCS      := $(wildcard mkchunkfs/fsck*.c)
+MKFS_SRCS      := $(filter-out $(FSCK_SRCS),$(wildcard mkchunkfs/*.c))
 UNIT_SRCS      := $(wildcard tests/unit/test_*.c)
 TESTLIB_SRCS   := $(wildcard tests/lib/*.c)
 BENCH_SRCS     := $(wildcard bench/*.c)
@@ -63,6 +64,9 @@ LIB_DAEMON := $(B)/libcfs_daemon.a
 PROGRAMS := $(B)/mkchunkfs
 ifneq ($(wildcard fs/main.c),)
 PROGRAMS += $(B)/chunkfs
+endif
+ifneq ($(FSCK_SRCS),)
+PROGRAMS += $(B)/fsck.chunkfs
 endif
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
@@ -90,6 +94,11 @@ $(LIB_DAEMON): $(call obj,$(filter-out fs/main.c,$(DAEMON_SRCS)))
 
 $(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+
+# fsck repairs through the daemon's metadata engine (libcfs_daemon.a); the
+# linker takes only the engine's objects, so it needs no libfuse.
+$(B)/fsck.chunkfs: $(call obj,$(FSCK_SRCS)) $(LIB_DAEMON) $(LIB_FORMAT) $(LIB_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
 $(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH)
@@ -135,6 +144,7 @@ MANPAGES := $(wildcard fs/*.8 mkchunkfs/*.8)
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(B)/mkchunkfs $(DESTDIR)$(sbindir)/mkchunkfs
+	$(if $(FSCK_SRCS),install -m 0755 $(B)/fsck.chunkfs $(DESTDIR)$(sbindir)/fsck.chunkfs)
 	$(if $(wildcard fs/main.c),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
 	@# mount(8) runs mount.chunkfs for -t chunkfs and mount.fuse.chunkfs for -t fuse.chunkfs
 	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.chunkfs)
@@ -142,7 +152,7 @@ install: all
 	$(if $(MANPAGES),install -m 0644 $(MANPAGES) $(DESTDIR)$(mandir)/man8/)
 
 lint:
-	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) fs/*.h iopath/*.h
+	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*.h iopath/*.h
 
 clean:
 	rm -rf build
