@@ -1,0 +1,1037 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fsck_model.c — fsck.chunkfs's own model of a store's metadata: decode the
+ * record payloads of the snapshot and the log (fs/FORMAT.md 5.3), apply them
+ * with the replay rules of that section, then check what they add up to.
+ *
+ * Deliberately not the daemon's namespace: the replay rules are re-read
+ * from FORMAT.md, so a bug in fs/namespace.c's replay shows up as a
+ * difference instead of being trusted twice. Records are applied as
+ * tolerantly as the daemon applies them (a record about an object that no
+ * longer exists is skipped), and what the daemon would refuse at mount
+ * (a payload too short for its type, an invalid type, a mapping outside the
+ * data region, a written-state range beyond its unit) is an error here.
+ *
+ * Main invariant of the check: every data unit has at most one owner, every
+ * directory entry names a live inode, every inode's link count equals the
+ * entries naming it (directories: 2 + subdirectories), every directory but
+ * the root has exactly one entry, and every directory is reachable from the
+ * root (which rules out cycles).
+ *
+ * What it does not do: I/O, printing (fsck_problem() does), repairs.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "mkchunkfs/fsck.h"
+
+/* Mirrors of the daemon's limits (fs/namespace.h, fs/journal.c); fsck does
+ * not include the daemon's headers so that it reads the format, not code. */
+#define M_NAME_MAX 255u
+#define M_SYMLINK_MAX 4095u
+#define M_XATTR_NAME_MAX 255u
+#define M_XATTR_VALUE_MAX 65536u
+#define M_TXN_RECORDS_MAX 4096u
+#define M_ROOT_INO 1ull
+#define M_TYPE_PRIVATE 0x8000u
+
+/* Record flag: the transaction continues (fs/journal.h CFS_JREC_MORE). */
+#define M_JREC_MORE 0x0001u
+#define M_RENAME_EXCHANGE 0x1u
+#define M_WRITTEN_F_BITS 0x1u
+
+/* Fixed payload sizes (FORMAT.md 5.3). */
+#define P_FS_INFO 16u
+#define P_INODE 88u
+#define P_INODE_DELETE 16u
+#define P_DIRENT 32u
+#define P_DIRENT_RM 16u
+#define P_RENAME 72u
+#define P_EXTENT 32u
+#define P_WRITTEN 40u
+#define P_XATTR 24u
+#define P_XATTR_RM 16u
+
+/* ---- a small chained hash table ------------------------------------------ */
+
+struct hnode {
+	struct hnode *next;
+	uint64_t key;
+};
+
+struct htab {
+	struct hnode **bucket;
+	size_t mask; /* buckets - 1 (a power of two) */
+	size_t count;
+};
+
+static int htab_init(struct htab *t)
+{
+	t->mask = 1023;
+	t->count = 0;
+	t->bucket = calloc(t->mask + 1, sizeof(*t->bucket));
+	return t->bucket ? 0 : -ENOMEM;
+}
+
+static size_t slot_of(const struct htab *t, uint64_t key)
+{
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & t->mask;
+}
+
+/* Keep chains short: double when the load passes 1 (a limit on work per
+ * lookup, not on entries). Failure to grow is harmless. */
+static void htab_grow(struct htab *t)
+{
+	size_t old = t->mask + 1;
+	struct hnode **b;
+
+	if (t->count < old)
+		return;
+	b = calloc(old * 2, sizeof(*b));
+	if (!b)
+		return;
+	struct htab n = {b, old * 2 - 1, t->count};
+
+	for (size_t i = 0; i < old; i++) {
+		while (t->bucket[i]) {
+			struct hnode *h = t->bucket[i];
+			size_t s = slot_of(&n, h->key);
+
+			t->bucket[i] = h->next;
+			h->next = b[s];
+			b[s] = h;
+		}
+	}
+	free(t->bucket);
+	*t = n;
+}
+
+static void htab_insert(struct htab *t, struct hnode *h)
+{
+	size_t s;
+
+	htab_grow(t);
+	s = slot_of(t, h->key);
+	h->next = t->bucket[s];
+	t->bucket[s] = h;
+	t->count++;
+}
+
+static void htab_remove(struct htab *t, struct hnode *h)
+{
+	struct hnode **p = &t->bucket[slot_of(t, h->key)];
+
+	while (*p && *p != h)
+		p = &(*p)->next;
+	if (*p) {
+		*p = h->next;
+		t->count--;
+	}
+}
+
+static struct hnode *htab_first(const struct htab *t, uint64_t key)
+{
+	struct hnode *h = t->bucket[slot_of(t, key)];
+
+	while (h && h->key != key)
+		h = h->next;
+	return h;
+}
+
+static struct hnode *htab_next(struct hnode *h, uint64_t key)
+{
+	for (h = h->next; h && h->key != key; h = h->next)
+		;
+	return h;
+}
+
+/* ---- the objects ------------------------------------------------------------ */
+
+enum { WS_NONE, WS_ALL, WS_BITMAP };
+
+struct munit {
+	struct hnode h; /* key: unit_key(ino, file_unit) */
+	uint64_t ino;
+	uint64_t file_unit;
+	uint64_t store_unit;
+	struct munit *prev; /* the inode's list */
+	struct munit *next;
+	int state;     /* WS_* */
+	uint8_t *bits; /* WS_BITMAP: sectors_per_unit bits, LSB first */
+};
+
+struct minode {
+	struct hnode h; /* key: ino */
+	uint64_t ino;
+	uint64_t generation;
+	uint32_t mode;
+	uint32_t nlink;
+	uint64_t size_bytes;
+	uint64_t parent_ino;
+	struct munit *units;
+	/* check */
+	uint32_t entries;   /* directory entries naming it */
+	uint32_t subdirs;   /* entries in it naming directories */
+	uint64_t entry_dir; /* the directory of (one of) its entries */
+	bool reached;	    /* from the root */
+};
+
+struct mdirent {
+	struct hnode h; /* key: XXH3(name, seed dir) */
+	uint64_t dir;
+	uint64_t ino;
+	uint64_t cookie;
+	uint32_t mode;
+	uint32_t name_length;
+	char name[];
+};
+
+struct fsck_model {
+	struct fsck_geom g;
+	uint32_t sectors_per_unit;
+	struct fsck_report *r;
+	struct htab inodes;
+	struct htab units;
+	struct htab dirents;
+	bool in_snapshot;
+	uint64_t seq; /* of the record being applied, for messages */
+	/* the log's open transaction: [type u16][pad u16][len u32][payload] */
+	uint8_t *txn;
+	size_t txn_used;
+	size_t txn_size;
+	uint32_t txn_records;
+	uint64_t txn_first_seq;
+	bool txn_too_long;
+};
+
+static uint64_t unit_key(uint64_t ino, uint64_t file_unit)
+{
+	return ino * 0xff51afd7ed558ccdull ^ file_unit;
+}
+
+static uint64_t name_key(uint64_t dir, const char *name, uint32_t length)
+{
+	return XXH3_64bits_withSeed(name, length, dir);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static struct minode *inode_find(struct fsck_model *m, uint64_t ino)
+{
+	struct hnode *h = htab_first(&m->inodes, ino);
+
+	return h ? (struct minode *)h : NULL;
+}
+
+static struct munit *unit_find(struct fsck_model *m, uint64_t ino, uint64_t file_unit)
+{
+	uint64_t key = unit_key(ino, file_unit);
+
+	for (struct hnode *h = htab_first(&m->units, key); h; h = htab_next(h, key)) {
+		struct munit *u = (struct munit *)h;
+
+		if (u->ino == ino && u->file_unit == file_unit)
+			return u;
+	}
+	return NULL;
+}
+
+static struct mdirent *dirent_find(struct fsck_model *m, uint64_t dir, const char *name,
+				   uint32_t length)
+{
+	uint64_t key = name_key(dir, name, length);
+
+	for (struct hnode *h = htab_first(&m->dirents, key); h; h = htab_next(h, key)) {
+		struct mdirent *d = (struct mdirent *)h;
+
+		if (d->dir == dir && d->name_length == length && !memcmp(d->name, name, length))
+			return d;
+	}
+	return NULL;
+}
+
+static void unit_drop(struct fsck_model *m, struct minode *in, struct munit *u)
+{
+	htab_remove(&m->units, &u->h);
+	if (u->prev)
+		u->prev->next = u->next;
+	else
+		in->units = u->next;
+	if (u->next)
+		u->next->prev = u->prev;
+	free(u->bits);
+	free(u);
+}
+
+static void inode_drop(struct fsck_model *m, struct minode *in)
+{
+	while (in->units)
+		unit_drop(m, in, in->units);
+	htab_remove(&m->inodes, &in->h);
+	free(in);
+}
+
+/* Report a problem with the record being applied. */
+static void bad_record(struct fsck_model *m, const char *what)
+{
+	fsck_problem(m->r, FSCK_ERROR, "%s record %llu: %s", m->in_snapshot ? "snapshot" : "log",
+		     (unsigned long long)m->seq, what);
+}
+
+/* ---- applying records --------------------------------------------------------- */
+
+static bool valid_type(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int apply_inode(struct fsck_model *m, const uint8_t *p, uint32_t n)
+{
+	uint64_t ino = get64(p);
+	uint32_t mode = get32(p + 16);
+	uint32_t target_length = get32(p + 76);
+	struct minode *in;
+
+	if (ino == 0)
+		return bad_record(m, "inode record with inode number 0"), 0;
+	if (!valid_type(mode))
+		return bad_record(m, "inode record with an invalid file type"), 0;
+	if (target_length > M_SYMLINK_MAX || target_length > n - P_INODE)
+		return bad_record(m, "symlink target too long for the record or the limit"), 0;
+	in = inode_find(m, ino);
+	/* The number now names an object of another type: the old one is gone. */
+	if (in && (in->mode & S_IFMT) != (mode & S_IFMT)) {
+		inode_drop(m, in);
+		in = NULL;
+	}
+	if (!in) {
+		in = calloc(1, sizeof(*in));
+		if (!in)
+			return -ENOMEM;
+		in->h.key = ino;
+		in->ino = ino;
+		htab_insert(&m->inodes, &in->h);
+	}
+	in->generation = get64(p + 8);
+	in->mode = mode;
+	in->nlink = get32(p + 20);
+	in->size_bytes = get64(p + 40);
+	if (S_ISDIR(mode))
+		in->parent_ino = get64(p + 80);
+	return 0;
+}
+
+/* Name `name` in dir becomes ino (replacing what it named). */
+static int set_entry(struct fsck_model *m, uint64_t dir_ino, const char *name, uint32_t length,
+		     uint64_t ino, uint32_t mode, uint64_t cookie)
+{
+	struct minode *dir = inode_find(m, dir_ino);
+	struct minode *child;
+	struct mdirent *d;
+
+	if (!dir || !S_ISDIR(dir->mode))
+		return 0;
+	if (length == 0 || length > M_NAME_MAX)
+		return bad_record(m, "directory entry with an invalid name length"), 0;
+	if (memchr(name, '/', length) || memchr(name, '\0', length) ||
+	    (length == 1 && name[0] == '.') || (length == 2 && !memcmp(name, "..", 2)))
+		bad_record(m, "directory entry with an invalid name");
+	d = dirent_find(m, dir_ino, name, length);
+	if (d) {
+		htab_remove(&m->dirents, &d->h);
+		free(d);
+	}
+	child = inode_find(m, ino);
+	if (child && S_ISDIR(child->mode))
+		child->parent_ino = dir_ino;
+	d = malloc(sizeof(*d) + length);
+	if (!d)
+		return -ENOMEM;
+	d->h.key = name_key(dir_ino, name, length);
+	d->dir = dir_ino;
+	d->ino = ino;
+	d->cookie = cookie;
+	d->mode = mode;
+	d->name_length = length;
+	memcpy(d->name, name, length);
+	htab_insert(&m->dirents, &d->h);
+	return 0;
+}
+
+static void remove_entry(struct fsck_model *m, uint64_t dir_ino, const char *name, uint32_t length)
+{
+	struct mdirent *d = dirent_find(m, dir_ino, name, length);
+
+	if (d) {
+		htab_remove(&m->dirents, &d->h);
+		free(d);
+	}
+}
+
+static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
+{
+	uint64_t ino = get64(p), file_unit = get64(p + 8);
+	uint64_t store_unit = get64(p + 16), count = get64(p + 24);
+	struct minode *in = inode_find(m, ino);
+
+	if (type == CFS_LOG_EXTENT_UNMAP) {
+		struct munit *u, *next;
+
+		if (!in)
+			return 0;
+		for (u = in->units; u; u = next) {
+			next = u->next;
+			if (u->file_unit >= file_unit && u->file_unit - file_unit < count)
+				unit_drop(m, in, u);
+		}
+		return 0;
+	}
+	/* Checked before the inode: these records can never be valid. */
+	if (count == 0 || count > m->g.unit_count || store_unit > m->g.unit_count - count)
+		return bad_record(m, "mapping to a unit beyond the data region"), 0;
+	if (file_unit > m->g.max_file_units || count > m->g.max_file_units - file_unit)
+		return bad_record(m, "mapping beyond the largest file"), 0;
+	if (!in || !S_ISREG(in->mode))
+		return 0;
+	for (uint64_t i = 0; i < count; i++) {
+		struct munit *u = unit_find(m, ino, file_unit + i);
+
+		if (u && u->store_unit == store_unit + i)
+			continue; /* the same mapping keeps its written-state */
+		if (u)
+			unit_drop(m, in, u);
+		u = calloc(1, sizeof(*u));
+		if (!u)
+			return -ENOMEM;
+		u->h.key = unit_key(ino, file_unit + i);
+		u->ino = ino;
+		u->file_unit = file_unit + i;
+		u->store_unit = store_unit + i;
+		u->state = WS_NONE;
+		u->next = in->units;
+		if (in->units)
+			in->units->prev = u;
+		in->units = u;
+		htab_insert(&m->units, &u->h);
+	}
+	return 0;
+}
+
+static bool bit_get(const uint8_t *b, uint32_t i)
+{
+	return b[i / 8] >> (i % 8) & 1;
+}
+
+static void bit_put(uint8_t *b, uint32_t i, bool v)
+{
+	if (v)
+		b[i / 8] |= (uint8_t)(1u << (i % 8));
+	else
+		b[i / 8] &= (uint8_t) ~(1u << (i % 8));
+}
+
+/* NONE/ALL with every bit the same, else a bitmap. */
+static void ws_normalize(struct fsck_model *m, struct munit *u)
+{
+	uint32_t set = 0;
+
+	if (u->state != WS_BITMAP)
+		return;
+	for (uint32_t i = 0; i < m->sectors_per_unit; i++)
+		set += bit_get(u->bits, i);
+	if (set == 0 || set == m->sectors_per_unit) {
+		u->state = set ? WS_ALL : WS_NONE;
+		free(u->bits);
+		u->bits = NULL;
+	}
+}
+
+static int apply_written(struct fsck_model *m, const uint8_t *p, uint32_t n)
+{
+	uint64_t ino = get64(p), file_unit = get64(p + 8), store_unit = get64(p + 16);
+	uint32_t op = get32(p + 24), first = get32(p + 28), count = get32(p + 32);
+	const uint8_t *bits = (get32(p + 36) & M_WRITTEN_F_BITS) ? p + P_WRITTEN : NULL;
+	struct munit *u;
+
+	if (op > 2)
+		return bad_record(m, "written-state record with an unknown operation"), 0;
+	if (first > m->sectors_per_unit || count > m->sectors_per_unit - first)
+		return bad_record(m, "written-state record beyond its unit"), 0;
+	if (bits && (count + 7u) / 8 > n - P_WRITTEN)
+		return bad_record(m, "record payload too short for its type"), 0;
+	u = unit_find(m, ino, file_unit);
+	if (!u || u->store_unit != store_unit)
+		return 0; /* about a mapping that is gone */
+	if (u->state != WS_BITMAP) {
+		uint8_t fill = u->state == WS_ALL ? 0xff : 0;
+
+		u->bits = malloc((m->sectors_per_unit + 7) / 8);
+		if (!u->bits)
+			return -ENOMEM;
+		memset(u->bits, fill, (m->sectors_per_unit + 7) / 8);
+		u->state = WS_BITMAP;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		bool b = bits ? bit_get(bits, i) : true;
+
+		if (op == 1)
+			bit_put(u->bits, first + i, false);
+		else if (op == 2)
+			bit_put(u->bits, first + i, b);
+		else if (b)
+			bit_put(u->bits, first + i, true);
+	}
+	ws_normalize(m, u);
+	return 0;
+}
+
+static int apply_xattr(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t n)
+{
+	uint32_t name_length = get32(p + 8);
+
+	if (name_length == 0 || name_length > M_XATTR_NAME_MAX)
+		return bad_record(m, "xattr record with an invalid name length"), 0;
+	if (type == CFS_LOG_XATTR_REMOVE) {
+		if (name_length > n - P_XATTR_RM)
+			bad_record(m, "record payload too short for its type");
+		return 0;
+	}
+	uint32_t value_length = get32(p + 12), offset = get32(p + 16), chunk = get32(p + 20);
+
+	if ((uint64_t)name_length + chunk > n - P_XATTR)
+		return bad_record(m, "record payload too short for its type"), 0;
+	if (value_length > M_XATTR_VALUE_MAX || offset > value_length ||
+	    chunk > value_length - offset)
+		bad_record(m, "xattr record with a piece outside its value");
+	return 0;
+}
+
+/* Decode one payload and apply it. Mirrors the record table of FORMAT.md
+ * 5.3; a payload longer than its fixed part is accepted (room for growth). */
+static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t n)
+{
+	static const uint32_t fixed[] = {
+		[CFS_LOG_FS_INFO] = P_FS_INFO,	     [CFS_LOG_INODE_CREATE] = P_INODE,
+		[CFS_LOG_INODE_UPDATE] = P_INODE,    [CFS_LOG_INODE_DELETE] = P_INODE_DELETE,
+		[CFS_LOG_DIRENT_ADD] = P_DIRENT,     [CFS_LOG_DIRENT_REMOVE] = P_DIRENT_RM,
+		[CFS_LOG_DIRENT_RENAME] = P_RENAME,  [CFS_LOG_XATTR_SET] = P_XATTR,
+		[CFS_LOG_XATTR_REMOVE] = P_XATTR_RM, [CFS_LOG_EXTENT_MAP] = P_EXTENT,
+		[CFS_LOG_EXTENT_UNMAP] = P_EXTENT,   [CFS_LOG_EXTENT_WRITTEN] = P_WRITTEN,
+	};
+
+	if (type == CFS_LOG_NOOP || type == CFS_LOG_COMMIT || type >= M_TYPE_PRIVATE)
+		return 0;
+	if (type >= sizeof(fixed) / sizeof(fixed[0]) || fixed[type] == 0)
+		return bad_record(m, "unknown log record type"), 0;
+	if (n < fixed[type])
+		return bad_record(m, "record payload too short for its type"), 0;
+	switch (type) {
+	case CFS_LOG_FS_INFO:
+		return 0;
+	case CFS_LOG_INODE_CREATE:
+	case CFS_LOG_INODE_UPDATE:
+		return apply_inode(m, p, n);
+	case CFS_LOG_INODE_DELETE: {
+		struct minode *in = inode_find(m, get64(p));
+
+		if (in)
+			inode_drop(m, in);
+		return 0;
+	}
+	case CFS_LOG_DIRENT_ADD: {
+		uint32_t length = get32(p + 28);
+
+		if (length > n - P_DIRENT)
+			return bad_record(m, "record payload too short for its type"), 0;
+		return set_entry(m, get64(p), (const char *)p + P_DIRENT, length, get64(p + 8),
+				 get32(p + 24), get64(p + 16));
+	}
+	case CFS_LOG_DIRENT_REMOVE: {
+		uint32_t length = get32(p + 8);
+
+		if (length > n - P_DIRENT_RM)
+			return bad_record(m, "record payload too short for its type"), 0;
+		remove_entry(m, get64(p), (const char *)p + P_DIRENT_RM, length);
+		return 0;
+	}
+	case CFS_LOG_DIRENT_RENAME: {
+		uint64_t src_dir = get64(p), dst_dir = get64(p + 8);
+		uint64_t src_ino = get64(p + 16), dst_ino = get64(p + 24);
+		uint32_t src_length = get32(p + 60), dst_length = get32(p + 64);
+		const char *src_name = (const char *)p + P_RENAME;
+		const char *dst_name = src_name + src_length;
+		int ret;
+
+		if ((uint64_t)src_length + dst_length > n - P_RENAME)
+			return bad_record(m, "record payload too short for its type"), 0;
+		if (get32(p + 56) & M_RENAME_EXCHANGE) {
+			ret = set_entry(m, dst_dir, dst_name, dst_length, src_ino, get32(p + 48),
+					get64(p + 40));
+			if (!ret)
+				ret = set_entry(m, src_dir, src_name, src_length, dst_ino,
+						get32(p + 52), get64(p + 32));
+			return ret;
+		}
+		remove_entry(m, src_dir, src_name, src_length);
+		return set_entry(m, dst_dir, dst_name, dst_length, src_ino, get32(p + 48),
+				 get64(p + 40));
+	}
+	case CFS_LOG_EXTENT_MAP:
+	case CFS_LOG_EXTENT_UNMAP:
+		return apply_extent(m, type, p);
+	case CFS_LOG_EXTENT_WRITTEN:
+		return apply_written(m, p, n);
+	default: /* CFS_LOG_XATTR_SET, CFS_LOG_XATTR_REMOVE */
+		return apply_xattr(m, type, p, n);
+	}
+}
+
+int fsck_model_snapshot_record(struct fsck_model *m, const struct cfs_log_record *rec)
+{
+	m->in_snapshot = true;
+	m->seq = rec->seq;
+	return apply(m, rec->type, rec->payload, rec->payload_length_bytes);
+}
+
+#define TXN_HEADER 8u
+
+int fsck_model_log_record(struct fsck_model *m, const struct cfs_log_record *rec)
+{
+	size_t need = (TXN_HEADER + rec->payload_length_bytes + 7) & ~(size_t)7;
+
+	m->in_snapshot = false;
+	if (m->txn_records == 0) {
+		m->txn_first_seq = rec->seq;
+		m->txn_too_long = false;
+	}
+	if (m->txn_records >= M_TXN_RECORDS_MAX) {
+		/* The daemon refuses the mount; report once, keep walking. */
+		if (!m->txn_too_long) {
+			m->seq = rec->seq;
+			bad_record(m, "a transaction longer than the limit");
+		}
+		m->txn_too_long = true;
+	} else {
+		if (m->txn_used + need > m->txn_size) {
+			size_t size = m->txn_size ? m->txn_size * 2 : 64u * 1024;
+			uint8_t *grown;
+
+			while (size < m->txn_used + need)
+				size *= 2;
+			grown = realloc(m->txn, size);
+			if (!grown)
+				return -ENOMEM;
+			m->txn = grown;
+			m->txn_size = size;
+		}
+		m->txn[m->txn_used] = (uint8_t)rec->type;
+		m->txn[m->txn_used + 1] = (uint8_t)(rec->type >> 8);
+		memcpy(m->txn + m->txn_used + 4, &rec->payload_length_bytes, 4);
+		memcpy(m->txn + m->txn_used + TXN_HEADER, rec->payload, rec->payload_length_bytes);
+		m->txn_used += need;
+	}
+	m->txn_records++;
+	if (rec->flags & M_JREC_MORE)
+		return 0;
+	/* Complete: apply it whole. */
+	m->seq = m->txn_first_seq;
+	for (size_t off = 0; off < m->txn_used && !m->txn_too_long;) {
+		uint16_t type = (uint16_t)(m->txn[off] | m->txn[off + 1] << 8);
+		uint32_t length;
+		int ret;
+
+		memcpy(&length, m->txn + off + 4, 4);
+		ret = apply(m, type, m->txn + off + TXN_HEADER, length);
+		if (ret)
+			return ret;
+		off += (TXN_HEADER + length + 7) & ~(size_t)7;
+		m->seq++;
+	}
+	m->txn_used = 0;
+	m->txn_records = 0;
+	return 0;
+}
+
+uint32_t fsck_model_pending_records(const struct fsck_model *m)
+{
+	return m->txn_records;
+}
+
+/* ---- the check ------------------------------------------------------------------ */
+
+static int dirent_cmp(const void *a, const void *b)
+{
+	const struct mdirent *x = *(struct mdirent *const *)a, *y = *(struct mdirent *const *)b;
+
+	if (x->dir != y->dir)
+		return x->dir < y->dir ? -1 : 1;
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	return 0;
+}
+
+/* Every object of a table, as an array (caller frees). */
+static struct hnode **table_list(const struct htab *t)
+{
+	struct hnode **list = malloc((t->count + 1) * sizeof(*list));
+	size_t n = 0;
+
+	if (!list)
+		return NULL;
+	for (size_t i = 0; i <= t->mask; i++)
+		for (struct hnode *h = t->bucket[i]; h; h = h->next)
+			list[n++] = h;
+	return list;
+}
+
+/* Highest written sector of a unit, or -1. */
+static int64_t last_written(const struct fsck_model *m, const struct munit *u)
+{
+	if (u->state == WS_ALL)
+		return (int64_t)m->sectors_per_unit - 1;
+	if (u->state == WS_NONE)
+		return -1;
+	for (int64_t i = (int64_t)m->sectors_per_unit - 1; i >= 0; i--)
+		if (bit_get(u->bits, (uint32_t)i))
+			return i;
+	return -1;
+}
+
+static int check_units(struct fsck_model *m, struct minode **inodes, size_t count)
+{
+	uint64_t *owner = calloc(m->g.unit_count ? m->g.unit_count : 1, sizeof(*owner));
+
+	if (!owner)
+		return -ENOMEM;
+	for (size_t i = 0; i < count; i++) {
+		struct minode *in = inodes[i];
+		uint64_t eof = (in->size_bytes + m->g.sector_bytes - 1) / m->g.sector_bytes *
+			       m->g.sector_bytes;
+
+		for (struct munit *u = in->units; u; u = u->next) {
+			int64_t last = last_written(m, u);
+
+			if (u->store_unit >= m->g.unit_count) {
+				fsck_problem(m->r, FSCK_ERROR,
+					     "inode %llu maps unit %llu beyond the data region",
+					     (unsigned long long)in->ino,
+					     (unsigned long long)u->store_unit);
+				continue;
+			}
+			if (owner[u->store_unit]) {
+				fsck_problem(m->r, FSCK_ERROR,
+					     "data unit %llu is mapped by inode %llu and by inode "
+					     "%llu (file unit %llu)",
+					     (unsigned long long)u->store_unit,
+					     (unsigned long long)owner[u->store_unit],
+					     (unsigned long long)in->ino,
+					     (unsigned long long)u->file_unit);
+				continue;
+			}
+			owner[u->store_unit] = in->ino;
+			m->r->units_used++;
+			/* Written sectors past EOF would come back as data if
+			 * the file grew again; truncate clears them. */
+			if (last >= 0 && u->file_unit * m->g.unit_bytes +
+							 ((uint64_t)last + 1) * m->g.sector_bytes >
+						 eof)
+				fsck_problem(m->r, FSCK_WARN,
+					     "inode %llu has written sectors past its size "
+					     "(file unit %llu)",
+					     (unsigned long long)in->ino,
+					     (unsigned long long)u->file_unit);
+		}
+	}
+	free(owner);
+	return 0;
+}
+
+/* Breadth-first from the root over the directory entries sorted by dir. */
+static int check_reach(struct fsck_model *m, struct mdirent **ents, size_t n, struct minode *root)
+{
+	uint64_t *queue = malloc((m->inodes.count + 1) * sizeof(*queue));
+	size_t head = 0, tail = 0;
+
+	if (!queue)
+		return -ENOMEM;
+	root->reached = true;
+	queue[tail++] = root->ino;
+	while (head < tail) {
+		uint64_t dir = queue[head++];
+		size_t lo = 0, hi = n;
+
+		while (lo < hi) { /* first entry of dir */
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ents[mid]->dir < dir)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (size_t i = lo; i < n && ents[i]->dir == dir; i++) {
+			struct minode *c = inode_find(m, ents[i]->ino);
+
+			if (!c || c->reached)
+				continue;
+			c->reached = true;
+			if (S_ISDIR(c->mode) && tail <= m->inodes.count)
+				queue[tail++] = c->ino;
+		}
+	}
+	free(queue);
+	return 0;
+}
+
+static void check_links(struct fsck_model *m, struct minode *in)
+{
+	unsigned long long ino = (unsigned long long)in->ino;
+	int ret = 0;
+
+	if (S_ISDIR(in->mode)) {
+		uint32_t want = 2 + in->subdirs;
+
+		if (in->ino == M_ROOT_INO) {
+			if (in->entries)
+				fsck_problem(m->r, FSCK_ERROR, "the root directory has an entry");
+		} else if (in->entries == 0) {
+			if (in->nlink == 0) {
+				fsck_problem(m->r, FSCK_NOTE,
+					     "orphan directory %llu (removed while open): freed "
+					     "at the next read-write mount",
+					     ino);
+				m->r->need_mount = true;
+				return;
+			}
+			fsck_problem(m->r, FSCK_ERROR, "directory %llu has no entry", ino);
+			return;
+		} else if (in->entries > 1) {
+			fsck_problem(m->r, FSCK_ERROR, "directory %llu has %u entries", ino,
+				     in->entries);
+			return;
+		} else if (!in->reached) {
+			fsck_problem(m->r, FSCK_ERROR,
+				     "directory %llu is not reachable from the root (a cycle)",
+				     ino);
+			return;
+		} else if (in->parent_ino != in->entry_dir) {
+			fsck_problem(m->r, FSCK_REPAIRABLE,
+				     "directory %llu: \"..\" is %llu, its entry is in %llu", ino,
+				     (unsigned long long)in->parent_ino,
+				     (unsigned long long)in->entry_dir);
+			ret = fsck_add_fix(m->r, FSCK_FIX_PARENT, in->ino, in->entry_dir);
+		}
+		if (!ret && in->nlink != want) {
+			fsck_problem(m->r, FSCK_REPAIRABLE,
+				     "directory %llu has link count %u, should be %u", ino,
+				     in->nlink, want);
+			ret = fsck_add_fix(m->r, FSCK_FIX_NLINK, in->ino, want);
+		}
+	} else if (in->entries == 0 && in->nlink == 0) {
+		fsck_problem(m->r, FSCK_NOTE,
+			     "orphan inode %llu (unlinked while open): freed at the next "
+			     "read-write mount",
+			     ino);
+		m->r->need_mount = true;
+	} else if (in->entries == 0) {
+		fsck_problem(m->r, FSCK_REPAIRABLE,
+			     "inode %llu has link count %u but no directory entry: "
+			     "reconnect it to /lost+found",
+			     ino, in->nlink);
+		ret = fsck_add_fix(m->r, FSCK_FIX_LOST, in->ino, 1);
+	} else if (in->nlink != in->entries) {
+		fsck_problem(m->r, FSCK_REPAIRABLE, "inode %llu has link count %u, should be %u",
+			     ino, in->nlink, in->entries);
+		ret = fsck_add_fix(m->r, FSCK_FIX_NLINK, in->ino, in->entries);
+	}
+	if (ret)
+		fsck_problem(m->r, FSCK_ERROR, "out of memory recording a repair");
+}
+
+int fsck_model_check(struct fsck_model *m)
+{
+	struct minode **inodes = (struct minode **)table_list(&m->inodes);
+	struct mdirent **ents = (struct mdirent **)table_list(&m->dirents);
+	size_t ni = m->inodes.count, nd = m->dirents.count;
+	struct minode *root = inode_find(m, M_ROOT_INO);
+	int ret = -ENOMEM;
+
+	if (!inodes || !ents)
+		goto out_free;
+	m->r->inodes = ni;
+	m->r->units_total = m->g.unit_count;
+	for (size_t i = 0; i < ni; i++) {
+		m->r->dirs += S_ISDIR(inodes[i]->mode);
+		m->r->files += S_ISREG(inodes[i]->mode);
+	}
+	ret = check_units(m, inodes, ni);
+	if (ret)
+		goto out_free;
+	if (!root) {
+		/* mkchunkfs writes an empty snapshot; the first mount creates
+		 * the root. Anything else without a root is lost. */
+		if (ni)
+			fsck_problem(m->r, FSCK_ERROR, "no root directory (%zu inodes)", ni);
+		else
+			fsck_problem(m->r, FSCK_NOTE,
+				     "no root directory yet: never mounted (the first mount "
+				     "creates it)");
+		ret = 0;
+		goto out_free;
+	}
+	if (!S_ISDIR(root->mode)) {
+		fsck_problem(m->r, FSCK_ERROR, "the root inode is not a directory");
+		ret = 0;
+		goto out_free;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		struct mdirent *d = ents[i];
+		struct minode *t = inode_find(m, d->ino);
+		struct minode *dir = inode_find(m, d->dir);
+
+		if (!t) {
+			fsck_problem(m->r, FSCK_REPAIRABLE,
+				     "entry \"%.*s\" in directory %llu names missing inode %llu: "
+				     "remove it",
+				     (int)d->name_length, d->name, (unsigned long long)d->dir,
+				     (unsigned long long)d->ino);
+			m->r->need_mount = true;
+			continue;
+		}
+		if ((d->mode & S_IFMT) != (t->mode & S_IFMT))
+			fsck_problem(m->r, FSCK_ERROR,
+				     "entry \"%.*s\" in directory %llu gives inode %llu the type "
+				     "%o, the inode has %o",
+				     (int)d->name_length, d->name, (unsigned long long)d->dir,
+				     (unsigned long long)d->ino, d->mode & S_IFMT,
+				     t->mode & S_IFMT);
+		t->entries++;
+		t->entry_dir = d->dir;
+		if (S_ISDIR(t->mode) && dir)
+			dir->subdirs++;
+	}
+	qsort(ents, nd, sizeof(*ents), dirent_cmp);
+	ret = check_reach(m, ents, nd, root);
+	if (ret)
+		goto out_free;
+	for (size_t i = 0; i < ni; i++)
+		check_links(m, inodes[i]);
+out_free:
+	free(inodes);
+	free(ents);
+	return ret;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+int fsck_model_create(const struct fsck_geom *geom, struct fsck_report *report,
+		      struct fsck_model **out)
+{
+	struct fsck_model *m = calloc(1, sizeof(*m));
+
+	*out = NULL;
+	if (!m)
+		return -ENOMEM;
+	m->g = *geom;
+	m->r = report;
+	m->sectors_per_unit = geom->unit_bytes / geom->sector_bytes;
+	if (htab_init(&m->inodes) || htab_init(&m->units) || htab_init(&m->dirents)) {
+		fsck_model_destroy(m);
+		return -ENOMEM;
+	}
+	*out = m;
+	return 0;
+}
+
+static void free_table(struct htab *t)
+{
+	for (size_t i = 0; t->bucket && i <= t->mask; i++) {
+		while (t->bucket[i]) {
+			struct hnode *h = t->bucket[i];
+
+			t->bucket[i] = h->next;
+			free(h);
+		}
+	}
+	free(t->bucket);
+}
+
+void fsck_model_destroy(struct fsck_model *m)
+{
+	if (!m)
+		return;
+	/* Units own their bitmaps. */
+	for (size_t i = 0; m->units.bucket && i <= m->units.mask; i++)
+		for (struct hnode *h = m->units.bucket[i]; h; h = h->next)
+			free(((struct munit *)h)->bits);
+	free_table(&m->units);
+	free_table(&m->inodes);
+	free_table(&m->dirents);
+	free(m->txn);
+	free(m);
+}
+
+/* ---- the report ------------------------------------------------------------------- */
+
+void fsck_problem(struct fsck_report *r, enum fsck_severity sev, const char *fmt, ...)
+{
+	static const char *const label[] = {"note", "warning", "repairable", "error"};
+	va_list ap;
+
+	r->counts[sev]++;
+	if (!r->out || (sev == FSCK_NOTE && !r->verbose))
+		return;
+	fprintf(r->out, "%s: ", label[sev]);
+	va_start(ap, fmt);
+	vfprintf(r->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', r->out);
+}
+
+int fsck_add_fix(struct fsck_report *r, enum fsck_fix_kind kind, uint64_t ino, uint64_t value)
+{
+	if (r->fix_count == r->fix_size) {
+		size_t size = r->fix_size ? r->fix_size * 2 : 64;
+		struct fsck_fix *grown = realloc(r->fixes, size * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		r->fixes = grown;
+		r->fix_size = size;
+	}
+	r->fixes[r->fix_count++] = (struct fsck_fix){kind, ino, value};
+	return 0;
+}
+
+void fsck_report_reset(struct fsck_report *r)
+{
+	FILE *out = r->out;
+	bool verbose = r->verbose;
+
+	free(r->fixes);
+	memset(r, 0, sizeof(*r));
+	r->out = out;
+	r->verbose = verbose;
+}
