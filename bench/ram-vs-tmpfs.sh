@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# bench/ram-vs-tmpfs.sh — the RAM temp mount (chunkfs -o ram) against tmpfs
+# with O_DIRECT (which this kernel accepts) and against chunkfs on an image
+# file (mkchunkfs on a disk filesystem), issue 6:
+#   fio, io_uring, O_DIRECT, one job: 4 KiB random read and write at QD1 and
+#   QD32, 1 MiB sequential read and write at QD8, on a 1 GiB file written in
+#   full first;
+#   the temp-table checkpoint of ../shared/seeds/000_*.txt
+#   (bench/temp_checkpoint.c: 20 rounds of 80 MB of 2 KiB pages written with
+#   O_DIRECT at QD32 and fdatasync'ed), on the three mounts and, for the
+#   seed's baseline, on the disk filesystem itself buffered and O_DIRECT.
+# Every case runs N times; each repetition visits the targets in a rotated
+# order so drift on a shared machine lands on all of them; the summary shows
+# medians and the ratios the issue sets targets for.
+#
+# usage: bench/ram-vs-tmpfs.sh [-n reps] [-r seconds] [-d dir] [-o out.csv]
+#                              [-c case,case...] [-t target,target...] [-k]
+#   -n  repetitions (default 3)
+#   -r  seconds per fio run (default 10)
+#   -d  directory on a disk filesystem for the image and the baseline
+#       (default /var/tmp)
+#   -o  CSV output (default build/bench/ram-vs-tmpfs-<time>.csv)
+#   -c  only these cases (randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1
+#       randwrite-4k-qd32 seqread-1m-qd8 seqwrite-1m-qd8 checkpoint)
+#   -t  only these targets (ram tmpfs img; the checkpoint also runs on
+#       disk-buffered and disk-direct)
+#   -k  keep the mounts and the image afterwards (unmount by hand)
+# Environment: BUILD (default release), CHUNKFS_OPTS (extra -o options of the
+# RAM mount, e.g. hugepages).
+# Needs root (FUSE and tmpfs mounts), fio and python3; make bench-build first.
+set -euo pipefail
+
+reps=3
+runtime=10
+dir=/var/tmp
+out=
+only_cases=
+only_targets=
+keep=0
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/build/${BUILD:-release}
+ckpt=$bin/bench/temp_checkpoint
+file_bytes=$((1 << 30))
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
+
+while getopts "n:r:d:o:c:t:kh" opt; do
+	case $opt in
+	n) reps=$OPTARG ;;
+	r) runtime=$OPTARG ;;
+	d) dir=$OPTARG ;;
+	o) out=$OPTARG ;;
+	c) only_cases=$OPTARG ;;
+	t) only_targets=$OPTARG ;;
+	k) keep=1 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+
+[ "$(id -u)" = 0 ] || { echo "ram-vs-tmpfs: needs root (FUSE and tmpfs mounts)" >&2; exit 77; }
+command -v fio >/dev/null || { echo "ram-vs-tmpfs: fio is not installed" >&2; exit 77; }
+command -v python3 >/dev/null || { echo "ram-vs-tmpfs: needs python3" >&2; exit 77; }
+for b in "$bin/chunkfs" "$bin/mkchunkfs" "$ckpt"; do
+	[ -x "$b" ] || { echo "ram-vs-tmpfs: $b not built (make bench-build)" >&2; exit 2; }
+done
+
+stamp=$(date +%Y%m%d-%H%M%S)
+[ -n "$out" ] || { mkdir -p "$root/build/bench"; out=$root/build/bench/ram-vs-tmpfs-$stamp.csv; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/ram-vs-tmpfs.XXXXXX")
+img=$dir/cfs-ram-vs-tmpfs.img
+base=$dir/cfs-ram-vs-tmpfs.base
+declare -A mnt=([ram]=$work/ram [tmpfs]=$work/tmpfs [img]=$work/img)
+declare -A pid=()
+
+selected() { # list item
+	[ -z "$1" ] || [[ ",$1," == *",$2,"* ]]
+}
+
+mounted() { awk -v d="$1" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts; }
+
+start_chunkfs() { # name source opts
+	local name=$1 src=$2 opts=$3 i
+	mkdir -p "${mnt[$name]}"
+	"$bin/chunkfs" -f "$src" "${mnt[$name]}" -o "$opts" >"$work/$name.log" 2>&1 &
+	pid[$name]=$!
+	for i in $(seq 100); do
+		mounted "${mnt[$name]}" && return 0
+		kill -0 "${pid[$name]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$work/$name.log" >&2
+	echo "ram-vs-tmpfs: chunkfs $src did not mount" >&2
+	exit 1
+}
+
+cleanup() {
+	set +e
+	[ "$keep" = 1 ] && { echo "kept: ${mnt[*]} $img" >&2; return; }
+	for name in ram img tmpfs; do
+		mounted "${mnt[$name]}" && umount "${mnt[$name]}"
+	done
+	for name in "${!pid[@]}"; do
+		wait "${pid[$name]}" 2>/dev/null
+	done
+	rm -f "$img" "$base"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the three mounts ------------------------------------------------------------
+targets=()
+for t in ram tmpfs img; do selected "$only_targets" $t && targets+=("$t"); done
+if selected "$only_targets" ram; then
+	start_chunkfs ram ram "ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
+fi
+if selected "$only_targets" tmpfs; then
+	mkdir -p "${mnt[tmpfs]}"
+	mount -t tmpfs -o size=2G tmpfs "${mnt[tmpfs]}"
+fi
+if selected "$only_targets" img; then
+	rm -f "$img"
+	"$bin/mkchunkfs" -q -s 4G "$img" >/dev/null
+	start_chunkfs img "$img" rw
+fi
+for t in "${targets[@]}"; do
+	# the fio file, written in full: nothing is allocated while timed
+	dd if=/dev/zero of="${mnt[$t]}/fio.dat" bs=1M count=$((file_bytes >> 20)) oflag=direct \
+		status=none
+done
+
+# name fio-rw bs qd
+cases=(
+	"randread-4k-qd1 randread 4k 1"
+	"randread-4k-qd32 randread 4k 32"
+	"randwrite-4k-qd1 randwrite 4k 1"
+	"randwrite-4k-qd32 randwrite 4k 32"
+	"seqread-1m-qd8 read 1M 8"
+	"seqwrite-1m-qd8 write 1M 8"
+)
+
+run_fio() { # file rw bs qd -> "iops MBps p50_us p99_us"
+	local json=$work/fio.json
+	fio --name=b --filename="$1" --ioengine=io_uring --direct=1 --rw="$2" --bs="$3" \
+		--iodepth="$4" --runtime="$runtime" --time_based --numjobs=1 --norandommap \
+		--randrepeat=0 --lat_percentiles=1 --size=$file_bytes --output-format=json \
+		--output="$json" >/dev/null
+	python3 - "$json" <<-'EOF'
+	import json, sys
+	text = open(sys.argv[1]).read()
+	job = json.loads(text[text.find("{"):])["jobs"][0]
+	d = job["write"] if job["write"]["io_bytes"] > job["read"]["io_bytes"] else job["read"]
+	pct = d["lat_ns"].get("percentile", {})
+	print("%.0f %.1f %.1f %.1f" % (d["iops"], d["bw_bytes"] / 1e6,
+	      pct.get("50.000000", 0) / 1e3, pct.get("99.000000", 0) / 1e3))
+	EOF
+}
+
+run_ckpt() { # target -> "avg_ms worst_ms"
+	local path flags=
+	case $1 in
+	disk-buffered) path=$base flags=-b ;;
+	disk-direct) path=$base ;;
+	*) path=${mnt[$1]}/temp_chunk ;;
+	esac
+	rm -f "$path"
+	# shellcheck disable=SC2086
+	"$ckpt" $flags "$path" | awk -F, '{ print $6, $7 }'
+	rm -f "$path"
+}
+
+rotate() { # rep items... -> items rotated by rep
+	local r=$1
+	shift
+	local a=("$@") n=$#
+	for ((i = 0; i < n; i++)); do echo "${a[$(((i + r) % n))]}"; done
+}
+
+echo "target,case,rep,iops,MBps,lat_p50_us,lat_p99_us,avg_ms,worst_ms" >"$out"
+{
+	echo "# ram-vs-tmpfs $stamp: kernel $(uname -r), $(nproc) cpus, fio $(fio --version)"
+	echo "# dir $dir ($(df -T "$dir" | awk 'NR==2 { print $2 " on " $1 }')), runtime ${runtime}s, reps $reps, RAM options: ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
+	echo "# git $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+} >>"$out"
+
+ckpt_targets=()
+for t in disk-buffered disk-direct "${targets[@]}"; do ckpt_targets+=("$t"); done
+for rep in $(seq 1 "$reps"); do
+	for c in "${cases[@]}"; do
+		read -r name rw bs qd <<<"$c"
+		selected "$only_cases" "$name" || continue
+		for t in $(rotate "$rep" "${targets[@]}"); do
+			res=$(run_fio "${mnt[$t]}/fio.dat" "$rw" "$bs" "$qd")
+			echo "$t,$name,$rep,${res// /,},," >>"$out"
+			echo "  rep $rep $name $t: $res" >&2
+		done
+	done
+	if selected "$only_cases" checkpoint; then
+		for t in $(rotate "$rep" "${ckpt_targets[@]}"); do
+			res=$(run_ckpt "$t")
+			echo "$t,checkpoint,$rep,,,,,${res// /,}" >>"$out"
+			echo "  rep $rep checkpoint $t: avg/worst ms $res" >&2
+		done
+	fi
+done
+
+# ---- summary: medians -----------------------------------------------------------------
+python3 - "$out" <<'EOF'
+import csv, statistics, sys
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if not l.startswith("#"))][1:]
+med = {}
+for t, c, rep, iops, mbps, p50, p99, avg, worst in rows:
+    key = (t, c)
+    med.setdefault(key, []).append([float(x) if x else 0.0 for x in (iops, mbps, p50, p99, avg, worst)])
+def m(t, c, i):
+    v = med.get((t, c))
+    return statistics.median(x[i] for x in v) if v else None
+cases = [c for c in ("randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd1",
+                     "randwrite-4k-qd32", "seqread-1m-qd8", "seqwrite-1m-qd8")
+         if any(k[1] == c for k in med)]
+if cases:
+    print("fio, medians: IOPS (MB/s for 1 MiB) and p50/p99 latency in us")
+    print("%-18s %10s %10s %10s %8s %8s   %-13s %-13s %-13s" % ("case", "ram", "tmpfs", "img",
+          "ram/tmpfs", "ram/img", "ram p50/p99", "tmpfs p50/p99", "img p50/p99"))
+    for c in cases:
+        i = 1 if c.startswith("seq") else 0
+        v = {t: m(t, c, i) for t in ("ram", "tmpfs", "img")}
+        lat = {t: ("%.0f/%.0f" % (m(t, c, 2), m(t, c, 3))) if v[t] is not None else "-"
+               for t in v}
+        fmt = lambda x: "-" if x is None else ("%.0f" % x if i == 0 else "%.1f" % x)
+        ratio = lambda a, b: "-" if a is None or not b else "%.2fx" % (a / b)
+        print("%-18s %10s %10s %10s %8s %8s   %-13s %-13s %-13s" % (c, fmt(v["ram"]),
+              fmt(v["tmpfs"]), fmt(v["img"]), ratio(v["ram"], v["tmpfs"]),
+              ratio(v["ram"], v["img"]), lat["ram"], lat["tmpfs"], lat["img"]))
+ck = [t for t in ("disk-buffered", "disk-direct", "tmpfs", "img", "ram") if (t, "checkpoint") in med]
+if ck:
+    b = m("disk-buffered", "checkpoint", 4)
+    print()
+    print("checkpoint (20 x 80 MB of 2 KiB pages + fdatasync), medians over the repetitions")
+    print("%-14s %12s %12s %16s" % ("target", "avg flush ms", "worst ms", "% vs disk buffered"))
+    for t in ck:
+        a, w = m(t, "checkpoint", 4), m(t, "checkpoint", 5)
+        print("%-14s %12.1f %12.1f %16s" % (t, a, w, "%+.1f" % ((a - b) / b * 100) if b else "-"))
+EOF
+echo "raw runs: $out" >&2
