@@ -72,7 +72,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .SECONDARY:
-.PHONY: all check check-unit check-asan bench-build demo install clean lint
+.PHONY: all check check-unit check-asan bench-build demo install clean lint fuzz fuzz-build
 all: $(PROGRAMS)
 
 $(B)/obj/%.o: %.c
@@ -120,10 +120,59 @@ bench-build: $(BENCH_BINS) $(PROGRAMS)
 demo: all
 	BUILD=$(BUILD) bench/demo.sh
 
+# ---- fuzzing ---------------------------------------------------------------
+# make fuzz: every tests/fuzz/fuzz_*.c built with clang's libFuzzer, ASan and
+# UBSan (build/fuzz/, its own objects) and run for FUZZ_SECONDS each on its
+# corpus (tests/fuzz/corpus/<target>, regressions too). A finding stops make
+# with the input in build/fuzz/artifacts/<target>/: save it under
+# tests/fuzz/regressions/<target>/, where make check replays it
+# (tests/integration/fuzz_replay.sh, through the same targets built with
+# $(CC) and tests/fuzz/driver.c).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_B       := build/fuzz
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
+FUZZ_CFLAGS  := -g -O1 -std=gnu11 -pthread -Wall -Wextra -Wno-unused-parameter \
+		-fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_LIBSRCS := $(FORMAT_SRCS) $(IOPATH_SRCS) $(filter-out fs/main.c,$(DAEMON_SRCS)) \
+		mkchunkfs/opts.c mkchunkfs/fsck_model.c
+FUZZ_LINK    := $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+
+$(FUZZ_B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUSE_CFLAGS) $(BLKID_CFLAGS) -c -o $@ $<
+
+$(FUZZ_B)/libfuzzcfs.a: $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIBSRCS))
+	$(AR) rcs $@ $^
+
+$(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_B)/libfuzzcfs.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LINK)
+
+fuzz-build: $(addprefix $(FUZZ_B)/,$(FUZZ_NAMES))
+
+fuzz: fuzz-build
+	@set -e; for t in $(FUZZ_NAMES); do \
+		mkdir -p $(FUZZ_B)/corpus/$$t $(FUZZ_B)/artifacts/$$t; \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+		quiet=; [ $$t != fuzz_chunkfs_opts ] || quiet=-close_fd_mask=3; \
+		$(FUZZ_B)/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$quiet \
+			-artifact_prefix=$(FUZZ_B)/artifacts/$$t/ $(FUZZ_ARGS) $(FUZZ_B)/corpus/$$t \
+			$$(ls -d tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t 2>/dev/null) \
+			>$(FUZZ_B)/$$t.log 2>&1 || { tail -n 40 $(FUZZ_B)/$$t.log; exit 1; }; \
+		grep -E "^stat::number_of_executed_units|^Done" $(FUZZ_B)/$$t.log | tr '\n' ' '; echo; \
+	done
+
+# The targets without libFuzzer, for make check.
+FUZZ_REPLAY_BINS := $(patsubst tests/fuzz/%.c,$(B)/tests/fuzz/%,$(FUZZ_SRCS))
+$(B)/tests/fuzz/%: $(B)/obj/tests/fuzz/%.o $(call obj,tests/fuzz/driver.c mkchunkfs/opts.c mkchunkfs/fsck_model.c) $(UNIT_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(FUZZ_LINK)
+
 # ---- tests -----------------------------------------------------------------
 # tests/run.sh runs unit, golden and integration tests against build/$(BUILD)
 # and ends with one line "tests: N passed, N failed, N skipped".
-check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS)
+check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(FUZZ_REPLAY_BINS)
 	BUILD=$(BUILD) tests/run.sh
 
 check-unit: $(PROGRAMS) $(UNIT_BINS)
