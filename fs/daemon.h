@@ -48,6 +48,8 @@ struct cfs_daemon {
 	bool ram; /* the RAM temp mount */
 	bool read_only;
 	uint32_t dio_align_bytes; /* RAM: O_DIRECT alignment enforced; else 0 */
+	const char *source;	  /* SOURCE as given (the root's user.chunkfs.source) */
+	bool hide_stats;	  /* -o hide_stats: listxattr omits user.chunkfs.* */
 	unsigned loop_count;
 	struct cfs_loop **loops;
 };

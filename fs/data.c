@@ -33,6 +33,12 @@
  * change in memory (cfs_ns_write_done; logged by the next commit) and the
  * reply goes out.
  *
+ * Statistics (fs/chunkstat.h): a READ or WRITE is charged to its chunk once,
+ * when it is answered (ctx_finish, or where it is refused before a context
+ * exists), with the bytes the application asked for and got and the time
+ * from receipt to reply. Device requests carry no statistics pointer: a
+ * request split into several device I/Os is still one operation.
+ *
  * Lifetime: every request holds an I/O reference on its inode
  * (cfs_ns_io_begin before the first map lookup, cfs_ns_io_end after the last
  * mark), so units are not freed and handed to another file while our I/O is
@@ -85,9 +91,12 @@ struct ctx {
 	fuse_req_t req;
 	struct cfs_inode *inode; /* holds an I/O reference while set */
 	struct cfs_extent_map *map;
-	struct cfs_io_stats *stats;
+	struct cfs_chunk_stats *stats;
 	uint8_t op;
 	bool device_io; /* some part went to the device */
+	bool rmw;	/* some part is a read-modify-write (statistics) */
+	bool direct;	/* OP_READ: an O_DIRECT open (short reads are counted) */
+	uint32_t asked_bytes; /* OP_READ: the length the kernel asked for */
 	bool buf_heap;
 	uint64_t offset_bytes; /* the FUSE request */
 	uint32_t length_bytes;
@@ -206,6 +215,8 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->stats = inode ? cfs_ns_inode_stats(inode) : NULL;
 	c->op = op;
 	c->device_io = false;
+	c->rmw = false;
+	c->direct = false;
 	c->buf = NULL;
 	c->nparts = 0;
 	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
@@ -213,6 +224,8 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->start_ns = cfs_now_ns();
 	if (inode)
 		cfs_ns_io_begin(inode);
+	if (op != OP_ZERO)
+		cfs_cs_request_begin(c->stats);
 	return c;
 }
 
@@ -257,9 +270,16 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 
 	if (c->op == OP_WRITE && !err)
 		cfs_ns_write_done(fs, c->inode, c->offset_bytes, c->length_bytes);
-	if (c->op == OP_READ && !c->device_io && c->stats)
-		cfs_io_stats_record(c->stats, CFS_IO_READ, err ? err : (int)c->length_bytes,
-				    cfs_now_ns() - c->start_ns);
+	if (c->op != OP_ZERO) {
+		unsigned flags = CFS_CS_INFLIGHT | (c->rmw ? CFS_CS_RMW : 0);
+
+		/* A direct read that crossed the end of the chunk: the database
+		 * asked for a page that is not (all) there. */
+		if (c->op == OP_READ && !err && c->direct && c->length_bytes < c->asked_bytes)
+			flags |= CFS_CS_SHORT;
+		cfs_cs_request_done(c->stats, c->op == OP_READ ? CFS_IO_READ : CFS_IO_WRITE, err,
+				    err ? 0 : c->length_bytes, cfs_now_ns() - c->start_ns, flags);
+	}
 	/* The last mark_written is done: the units may go. */
 	if (c->inode)
 		cfs_ns_io_end(fs, c->inode);
@@ -420,9 +440,10 @@ static struct part *part_new(struct ctx *c, uint8_t op, uint64_t file_offset_byt
 	p->rmw.req.length_bytes = length_bytes;
 	p->rmw.req.op = op;
 	p->rmw.req.buf = buf;
-	p->rmw.req.stats = c->stats;
+	p->rmw.req.stats = NULL; /* the FUSE request is charged, once */
 	p->rmw.req.done = part_done;
 	p->rmw.req.cookie = p;
+	c->rmw |= rmw;
 	if (rmw && op == CFS_IO_WRITE && c->op == OP_WRITE) {
 		p->rmw.edge_unwritten = part_rmw_unwritten;
 		p->rmw.written = part_rmw_written;
@@ -593,15 +614,12 @@ int cfs_data_check_direct(struct cfs_inode *inode, unsigned file_flags, size_t s
 			  uint64_t offset)
 {
 	uint32_t align = cfs_daemon.dio_align_bytes;
-	struct cfs_io_stats *stats;
 
 	if (!(file_flags & CFS_FILE_DIRECT) || !align)
 		return 0;
 	if (offset % align == 0 && size % align == 0)
 		return 0;
-	stats = cfs_ns_inode_stats(inode);
-	if (stats)
-		__atomic_fetch_add(&stats->err_misaligned, 1, __ATOMIC_RELAXED);
+	/* The caller charges the refused request (it knows READ or WRITE). */
 	return -EINVAL;
 }
 
@@ -616,16 +634,25 @@ int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, 
 	if (!inode->map)
 		return -EISDIR;
 	ret = cfs_data_check_direct(inode, file_flags, size, offset);
-	if (ret)
+	if (ret) {
+		cfs_cs_request_done(cfs_ns_inode_stats(inode), CFS_IO_READ, ret, 0, 0,
+				    CFS_CS_MISALIGNED);
 		return ret;
+	}
 	if (size > CFS_MAX_WRITE_BYTES)
 		size = CFS_MAX_WRITE_BYTES;
 	c = ctx_start(l, req, inode, OP_READ);
+	c->direct = file_flags & CFS_FILE_DIRECT;
+	c->asked_bytes = (uint32_t)size;
 	/* The size after the I/O reference: a truncate that unmapped units we
 	 * are about to look up has already made the size smaller. */
 	file_size = atomic_load_explicit(&inode->size_bytes, memory_order_acquire);
 	if (offset >= file_size || size == 0) {
+		/* At or past the end: an empty reply (the EOF of a sequential
+		 * reader, not a short read). */
 		cfs_ns_io_end(l->d->fs, inode);
+		cfs_cs_request_done(c->stats, CFS_IO_READ, 0, 0, cfs_now_ns() - c->start_ns,
+				    CFS_CS_INFLIGHT);
 		c->inode = NULL;
 		ctx_put(l, c);
 		fuse_reply_buf(req, NULL, 0);
@@ -661,26 +688,32 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 
 	if (!inode->map)
 		return -EISDIR;
-	if (cfs_fs_is_readonly(l->d->fs))
-		return -EROFS;
+	if (cfs_fs_is_readonly(l->d->fs)) {
+		ret = -EROFS;
+		goto out_refused;
+	}
 	ret = cfs_data_check_direct(inode, file_flags, size, offset);
-	if (ret)
+	if (ret) {
+		cfs_cs_request_done(cfs_ns_inode_stats(inode), CFS_IO_WRITE, ret, 0, 0,
+				    CFS_CS_MISALIGNED);
 		return ret;
+	}
 	if (size == 0) {
+		cfs_cs_request_done(cfs_ns_inode_stats(inode), CFS_IO_WRITE, 0, 0, 0, 0);
 		fuse_reply_write(req, 0);
 		return 0;
 	}
-	if (size > CFS_MAX_WRITE_BYTES)
-		return -EINVAL; /* the kernel never sends more than max_write */
-	if (offset + size < offset)
-		return -EFBIG;
-	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
-	if (ret) {
-		/* No device I/O happened: charge the chunk's error counters here
-		 * (ENOSPC by kind), as iopath would have. */
-		cfs_io_stats_record(cfs_ns_inode_stats(inode), CFS_IO_WRITE, ret, 0);
-		return ret;
+	if (size > CFS_MAX_WRITE_BYTES) {
+		ret = -EINVAL; /* the kernel never sends more than max_write */
+		goto out_refused;
 	}
+	if (offset + size < offset) {
+		ret = -EFBIG;
+		goto out_refused;
+	}
+	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
+	if (ret)
+		goto out_refused; /* ENOSPC is the DBA's most likely error */
 	c = ctx_start(l, req, inode, OP_WRITE);
 	c->offset_bytes = offset;
 	c->length_bytes = (uint32_t)size;
@@ -697,6 +730,11 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	memcpy(c->buf + (offset - c->base_bytes), data, size);
 	ctx_continue(l, c);
 	return 0;
+
+out_refused:
+	/* Answered before a context existed: charge the chunk here. */
+	cfs_cs_request_done(cfs_ns_inode_stats(inode), CFS_IO_WRITE, ret, 0, 0, 0);
+	return ret;
 }
 
 int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct cfs_attr *attr)

@@ -1919,21 +1919,50 @@ void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 	}
 }
 
-struct cfs_io_stats *cfs_ns_inode_stats(struct cfs_inode *inode)
+struct cfs_chunk_stats *cfs_ns_inode_stats(struct cfs_inode *inode)
 {
-	struct cfs_io_stats *stats = atomic_load(&inode->stats);
-	struct cfs_io_stats *fresh, *expect = NULL;
+	struct cfs_chunk_stats *stats = atomic_load(&inode->stats);
+	struct cfs_chunk_stats *fresh, *expect = NULL;
 
 	if (stats || !is_reg(inode))
 		return stats;
-	fresh = calloc(1, sizeof(*fresh));
+	fresh = cfs_cs_new();
 	if (!fresh)
 		return NULL;
-	cfs_io_stats_reset(fresh);
 	if (atomic_compare_exchange_strong(&inode->stats, &expect, fresh))
 		return fresh;
 	free(fresh);
 	return expect;
+}
+
+int cfs_ns_stat_pin(struct cfs_fs *fs, uint64_t ino, struct cfs_ns_stat_view *view)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		pthread_rwlock_unlock(&ns->lock);
+		return -ENOENT;
+	}
+	inode_get(inode);
+	pthread_rwlock_unlock(&ns->lock);
+	pthread_mutex_lock(&inode->lock);
+	view->inode = inode;
+	view->mode = inode->mode;
+	view->uid = inode->uid;
+	view->page_size_bytes = inode->page_size_bytes;
+	pthread_mutex_unlock(&inode->lock);
+	view->open_count = atomic_load(&inode->open_count);
+	view->size_bytes = atomic_load(&inode->size_bytes);
+	return 0;
+}
+
+void cfs_ns_unpin(struct cfs_fs *fs, struct cfs_inode *inode)
+{
+	(void)fs;
+	inode_put(inode);
 }
 
 int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_bytes)

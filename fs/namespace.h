@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fs/chunkstat.h"
 #include "fs/extent.h"
 #include "fs/journal.h"
 #include "iopath/iopath.h"
@@ -90,9 +91,10 @@ struct cfs_inode {
 
 	_Atomic uint64_t nlookup;	      /* [atomic] FUSE lookup count */
 	_Atomic uint32_t open_count;	      /* [atomic] open file handles */
-	_Atomic(struct cfs_io_stats *) stats; /* [atomic] per-chunk statistics: allocated
-					       * on first use (cfs_ns_inode_stats), freed
-					       * with the inode; regular files only */
+	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
+						  * allocated on first use
+						  * (cfs_ns_inode_stats), freed with
+						  * the inode; regular files only */
 	struct cfs_extent_map *map;	      /* [const] regular files only, else NULL */
 	struct cfs_dir *dir;		      /* [ns_lock] directories only, else NULL */
 	uint64_t parent_ino;		      /* [ns_lock] directories: ".." */
@@ -337,7 +339,24 @@ void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 
 /* The inode's statistics, allocated on first use (NULL on -ENOMEM or for
  * non-regular files). Stable until the inode is freed. */
-struct cfs_io_stats *cfs_ns_inode_stats(struct cfs_inode *inode);
+struct cfs_chunk_stats *cfs_ns_inode_stats(struct cfs_inode *inode);
+
+/*
+ * For statistics readers (fs/xattr.c): pin inode ino (a reference, not an
+ * open: opens stay as the application left them) and describe what the
+ * rendering needs, read under the inode lock. The pin keeps view->inode and
+ * its statistics valid until cfs_ns_unpin(). -ENOENT.
+ */
+struct cfs_ns_stat_view {
+	struct cfs_inode *inode;
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t page_size_bytes; /* 0 = unset */
+	uint32_t open_count;
+	uint64_t size_bytes;
+};
+int cfs_ns_stat_pin(struct cfs_fs *fs, uint64_t ino, struct cfs_ns_stat_view *view);
+void cfs_ns_unpin(struct cfs_fs *fs, struct cfs_inode *inode);
 
 /* Set the page size used for page statistics (0 = unset; else a power of
  * two in [512, 1 MiB]: -EINVAL). Persisted. */

@@ -26,9 +26,12 @@
  *     now rather than at its next timer tick (ram_give_back).
  *   - xattrs: security.capability (asked before every write) gets ENODATA
  *     without touching the namespace; security.*, system.*, trusted.*:
- *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* is reserved for the
- *     statistics. getxattr/listxattr never answer ENOSYS: the kernel would
- *     stop asking for the whole mount.
+ *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* are the statistics
+ *     (fs/xattr.c), listed before the stored user.* names. getxattr/listxattr
+ *     never answer ENOSYS: the kernel would stop asking for the whole mount.
+ *   - Statistics charged here (fs/chunkstat.h): opens, fsyncs (answered
+ *     from the committer: the latency includes the commit), punch-hole
+ *     discards. READ and WRITE are fs/data.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,11 +41,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "fs/chunkstat.h"
 #include "fs/daemon.h"
 #include "fs/data.h"
 #include "fs/fs.h"
+#include "fs/xattr.h"
 
 #define FS() (cfs_daemon.fs)
 
@@ -171,6 +177,14 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = CFS_MAX_BACKGROUND;
 	conn->congestion_threshold = CFS_CONGESTION_THRESHOLD;
 	conn->time_gran = 1;
+
+	/* The counting period of every chunk and of the totals starts now. */
+	{
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		cfs_cs_mount_start((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+	}
 }
 
 /* ---- lookups and attributes ------------------------------------------------------ */
@@ -375,7 +389,17 @@ static int open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_i
 		fi->keep_cache = 0;
 	}
 	fi->fh = fh_make(inode, flags);
+	if (S_ISREG(inode->mode))
+		cfs_cs_open(cfs_ns_inode_stats(inode), flags & CFS_FILE_DIRECT);
 	return 0;
+}
+
+/* The kernel dropped an open we answered (interrupted): no RELEASE comes. */
+static void open_dropped(struct cfs_inode *inode)
+{
+	if (S_ISREG(inode->mode))
+		cfs_cs_close();
+	cfs_ns_release(FS(), inode);
 }
 
 static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -408,7 +432,7 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	open_file(req, inode, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		cfs_ns_release(FS(), inode); /* interrupted: no RELEASE will come */
+		open_dropped(inode); /* interrupted: no RELEASE will come */
 }
 
 static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -428,7 +452,7 @@ static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	open_file(req, inode, fi);
 	entry_from_attr(&attr, &e);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		cfs_ns_release(FS(), inode);
+		open_dropped(inode);
 		cfs_ns_forget(FS(), attr.ino, 1);
 	}
 }
@@ -475,6 +499,8 @@ static void cfs_ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 static void cfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
+	if (S_ISREG(fh_inode(fi)->mode))
+		cfs_cs_close();
 	cfs_ns_release(FS(), fh_inode(fi));
 	ram_give_back(); /* the last close of an unlinked file frees it */
 	fuse_reply_err(req, 0);
@@ -492,22 +518,56 @@ static void fsync_done(int res, void *arg)
 	cfs_reply_err(req, res > 0 ? 0 : res);
 }
 
+/* An fsync being timed for the statistics. The journal allocates a waiter
+ * per fsync already; this rides along (an fsync costs two device flushes). */
+struct fsync_timing {
+	fuse_req_t req;
+	struct cfs_chunk_stats *stats; /* NULL: only the mount totals */
+	uint64_t start_ns;
+};
+
+static void fsync_timed_done(int res, void *arg)
+{
+	struct fsync_timing *t = arg;
+	int replied = res == -EROFS ? -EIO : (res > 0 ? 0 : res);
+
+	cfs_cs_request_done(t->stats, CFS_IO_FLUSH, replied, 0, cfs_now_ns() - t->start_ns, 0);
+	fsync_done(res, t->req);
+	free(t);
+}
+
 static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	struct cfs_inode *inode = fi && fi->fh ? fh_inode(fi) : NULL;
+	struct cfs_chunk_stats *stats = inode ? cfs_ns_inode_stats(inode) : NULL;
+	uint64_t start_ns = cfs_now_ns();
+	struct fsync_timing *t = NULL;
 	int ret;
 
 	(void)ino;
 	(void)datasync; /* a commit covers data and metadata alike */
-	(void)fi;
 	if (cfs_daemon.ram || cfs_daemon.read_only) {
 		/* Nothing to make durable: a RAM mount persists nothing, a
 		 * read-only mount changes nothing. */
+		cfs_cs_request_done(stats, CFS_IO_FLUSH, 0, 0, cfs_now_ns() - start_ns, 0);
 		fuse_reply_err(req, 0);
 		return;
 	}
-	ret = cfs_journal_commit_async(FS(), fsync_done, req);
+	if (CFS_STATS_ENABLED)
+		t = malloc(sizeof(*t));
+	if (!t) {
+		/* No timing (or no memory for it): the fsync itself goes on. */
+		ret = cfs_journal_commit_async(FS(), fsync_done, req);
+		if (ret)
+			fsync_done(ret, req);
+		return;
+	}
+	t->req = req;
+	t->stats = stats;
+	t->start_ns = start_ns;
+	ret = cfs_journal_commit_async(FS(), fsync_timed_done, t);
 	if (ret)
-		fsync_done(ret, req);
+		fsync_timed_done(ret, t);
 }
 
 static void cfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -519,9 +579,9 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 			     struct fuse_file_info *fi)
 {
 	struct cfs_ns_zero zero = {0};
+	uint64_t start_ns;
 	int ret;
 
-	(void)fi;
 	if (offset < 0 || length <= 0) {
 		cfs_reply_err(req, -EINVAL);
 		return;
@@ -531,7 +591,17 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 		cfs_reply_err(req, -EOPNOTSUPP);
 		return;
 	}
+	start_ns = cfs_now_ns();
 	ret = cfs_ns_fallocate(FS(), ino, mode, (uint64_t)offset, (uint64_t)length, &zero);
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		/* A discard of the chunk (InnoDB page compression punches holes);
+		 * timed up to the namespace's answer: the zeroing of at most two
+		 * cut sectors that may follow is not included. */
+		struct cfs_inode *inode = fi && fi->fh ? fh_inode(fi) : NULL;
+
+		cfs_cs_request_done(inode ? cfs_ns_inode_stats(inode) : NULL, CFS_IO_DISCARD, ret,
+				    (uint64_t)length, cfs_now_ns() - start_ns, 0);
+	}
 	if (ret) {
 		cfs_reply_err(req, ret);
 		return;
@@ -669,8 +739,6 @@ static void cfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- extended attributes ------------------------------------------------------------------ */
 
-#define STATS_PREFIX "user.chunkfs."
-
 static bool has_prefix(const char *s, const char *prefix)
 {
 	return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -694,9 +762,8 @@ static void cfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	if (has_prefix(name, STATS_PREFIX)) {
-		/* Reserved for the per-chunk statistics (issue 6). */
-		fuse_reply_err(req, ENODATA);
+	if (cfs_xattr_is_stats(name)) {
+		cfs_xattr_stats_get(req, ino, name, size);
 		return;
 	}
 	if (size > sizeof(stackbuf)) {
@@ -719,8 +786,11 @@ static void cfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		free(buf);
 }
 
+/* The statistics' names first (a constant list per inode kind, so a size
+ * probe stays right for them), then the stored user.* names. */
 static void cfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	size_t stats_bytes = cfs_xattr_stats_list(ino, NULL, 0);
 	char *buf = NULL;
 	ssize_t n;
 
@@ -730,8 +800,13 @@ static void cfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 			cfs_reply_err(req, -ENOMEM);
 			return;
 		}
+		if (stats_bytes <= size)
+			cfs_xattr_stats_list(ino, buf, size);
 	}
-	n = cfs_ns_listxattr(FS(), ino, buf, size);
+	n = cfs_ns_listxattr(FS(), ino, size > stats_bytes ? buf + stats_bytes : NULL,
+			     size > stats_bytes ? size - stats_bytes : 0);
+	if (n >= 0)
+		n += (ssize_t)stats_bytes;
 	if (n < 0)
 		cfs_reply_err(req, (int)n);
 	else if (size == 0)
@@ -746,8 +821,12 @@ static void cfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void cfs_ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			    size_t size, int flags)
 {
-	if (foreign_xattr(name) || has_prefix(name, STATS_PREFIX)) {
+	if (foreign_xattr(name)) {
 		cfs_reply_err(req, -EOPNOTSUPP);
+		return;
+	}
+	if (cfs_xattr_is_stats(name)) {
+		cfs_reply_err(req, cfs_xattr_stats_set(req, ino, name, value, size));
 		return;
 	}
 	cfs_reply_err(req, cfs_ns_setxattr(FS(), ino, name, value, size, flags));
@@ -759,8 +838,8 @@ static void cfs_ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	if (has_prefix(name, STATS_PREFIX)) {
-		cfs_reply_err(req, -EOPNOTSUPP);
+	if (cfs_xattr_is_stats(name)) {
+		cfs_reply_err(req, cfs_xattr_stats_remove(req, ino, name));
 		return;
 	}
 	cfs_reply_err(req, cfs_ns_removexattr(FS(), ino, name));

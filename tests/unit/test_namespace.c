@@ -806,7 +806,7 @@ Test(namespace, stats_and_dump, .init = setup, .fini = teardown)
 {
 	uint64_t f = mkfile(CFS_ROOT_INO, "f");
 	struct cfs_inode *in;
-	struct cfs_io_stats *s1, *s2;
+	struct cfs_chunk_stats *s1, *s2;
 	char *dump;
 
 	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
@@ -814,7 +814,7 @@ Test(namespace, stats_and_dump, .init = setup, .fini = teardown)
 	cr_assert_not_null(s1);
 	s2 = cfs_ns_inode_stats(in);
 	cr_assert_eq(s1, s2);
-	cr_assert_gt(s1->reset_time_ns, 0);
+	cr_assert_gt(s1->io.reset_time_ns, 0);
 	cfs_ns_release(fs, in);
 	cr_assert_eq(cfs_ns_open(fs, CFS_ROOT_INO, &in), 0);
 	cr_assert_null(cfs_ns_inode_stats(in));

@@ -1,0 +1,947 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * chunkstat.c — per-chunk statistics: charging (lock-free), mount-wide
+ * totals, the field table of the user.chunkfs.* xattrs and their text, and
+ * the size-probe cache. The contract is in chunkstat.h.
+ *
+ * Main invariant: the data path only ever does relaxed atomic adds, loads
+ * and compare-exchanges on counters (no lock, no allocation, no log line);
+ * a reader copies with atomic loads. Only the first request of a thread
+ * allocates (its mount slot), and only the probe cache takes a mutex, on the
+ * xattr path.
+ *
+ * Divisions: charging - mount totals - field table - rendering - parsing -
+ * probe cache.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs/chunkstat.h"
+
+static inline void add64(uint64_t *p, uint64_t v)
+{
+	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static inline void store64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+static void max64(uint64_t *p, uint64_t v)
+{
+	uint64_t cur = load64(p);
+
+	while (v > cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- mount-wide state ------------------------------------------------------ */
+
+/* Gauges every loop touches: each on its own cache line. */
+struct gauge {
+	_Alignas(64) uint64_t now;
+	uint64_t max;
+};
+
+static struct gauge mount_inflight;
+static struct gauge mount_opens;
+static uint64_t mount_time;	  /* REALTIME ns, set once at mount */
+static uint64_t mount_reset_time; /* start of the totals' period */
+static struct cfs_chunk_stats *slots[CFS_CS_SLOTS];
+static unsigned slot_next;
+static __thread struct cfs_chunk_stats *tls_slot;
+
+__attribute__((unused)) static void gauge_up(struct gauge *g)
+{
+	max64(&g->max, __atomic_add_fetch(&g->now, 1, __ATOMIC_RELAXED));
+}
+
+__attribute__((unused)) static void gauge_down(struct gauge *g)
+{
+	__atomic_fetch_sub(&g->now, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * This thread's slot of the mount totals. Threads take slots round-robin
+ * on their first request; the slot's memory is allocated then (once per
+ * slot, never freed: the totals live as long as the process). NULL only if
+ * that allocation failed, and then the totals miss this thread.
+ */
+__attribute__((unused)) static struct cfs_chunk_stats *my_slot(void)
+{
+	struct cfs_chunk_stats *s = tls_slot, *fresh, *expect = NULL;
+	unsigned i;
+
+	if (__builtin_expect(s != NULL, 1))
+		return s;
+	i = __atomic_fetch_add(&slot_next, 1, __ATOMIC_RELAXED) % CFS_CS_SLOTS;
+	s = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+	if (!s) {
+		fresh = cfs_cs_new();
+		if (!fresh)
+			return NULL;
+		if (__atomic_compare_exchange_n(&slots[i], &expect, fresh, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			s = fresh;
+		} else {
+			free(fresh);
+			s = expect;
+		}
+	}
+	tls_slot = s;
+	return s;
+}
+
+/* ---- charging ----------------------------------------------------------------- */
+
+#ifndef CFS_NO_STATS
+static void inflight_up(struct cfs_io_stats *io)
+{
+	max64(&io->inflight_max, __atomic_add_fetch(&io->inflight_now, 1, __ATOMIC_RELAXED));
+}
+
+void cfs_cs_request_begin(struct cfs_chunk_stats *cs)
+{
+	if (cs)
+		inflight_up(&cs->io);
+	gauge_up(&mount_inflight);
+}
+
+static void charge(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res, uint64_t bytes,
+		   uint64_t latency_ns, unsigned flags)
+{
+	struct cfs_io_op_stats *os = &cs->io.op[op];
+
+	if (res < 0) {
+		add64(&os->errors, 1);
+		if (res == -EIO)
+			add64(&cs->io.err_eio, 1);
+		else if (res == -ENOSPC)
+			add64(&cs->io.err_enospc, 1);
+		else if (flags & CFS_CS_MISALIGNED)
+			add64(&cs->io.err_misaligned, 1);
+		else
+			add64(&cs->io.err_other, 1);
+	} else if (bytes) {
+		add64(&os->bytes, bytes);
+	}
+	if (flags & CFS_CS_SHORT)
+		add64(&cs->io.err_short, 1);
+	if (flags & CFS_CS_RMW)
+		add64(&cs->io.rmw_ops, 1);
+	cfs_hist_record(&os->latency, latency_ns);
+	add64(&os->ops, 1);
+	if (flags & CFS_CS_INFLIGHT)
+		__atomic_fetch_sub(&cs->io.inflight_now, 1, __ATOMIC_RELAXED);
+}
+
+void cfs_cs_request_done(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res, uint64_t bytes,
+			 uint64_t latency_ns, unsigned flags)
+{
+	struct cfs_chunk_stats *slot = my_slot();
+
+	if ((unsigned)op >= CFS_IO_OP_COUNT)
+		return;
+	if (cs)
+		charge(cs, op, res, bytes, latency_ns, flags);
+	/* The slot has no in-flight gauge of its own: the mount's is below. */
+	if (slot)
+		charge(slot, op, res, bytes, latency_ns, flags & ~CFS_CS_INFLIGHT);
+	if (flags & CFS_CS_INFLIGHT)
+		gauge_down(&mount_inflight);
+}
+
+void cfs_cs_open(struct cfs_chunk_stats *cs, bool direct)
+{
+	struct cfs_chunk_stats *slot = my_slot();
+	struct cfs_chunk_stats *set[2] = {cs, slot};
+
+	for (int i = 0; i < 2; i++) {
+		if (!set[i])
+			continue;
+		add64(&set[i]->opens_total, 1);
+		add64(direct ? &set[i]->opens_direct : &set[i]->opens_buffered, 1);
+	}
+	gauge_up(&mount_opens);
+}
+
+void cfs_cs_close(void)
+{
+	gauge_down(&mount_opens);
+}
+#endif /* !CFS_NO_STATS */
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+void cfs_cs_mount_start(uint64_t realtime)
+{
+	store64(&mount_time, realtime);
+	cfs_cs_mount_reset();
+	store64(&mount_reset_time, realtime);
+}
+
+uint64_t cfs_cs_mount_time_ns(void)
+{
+	return load64(&mount_time);
+}
+
+struct cfs_chunk_stats *cfs_cs_new(void)
+{
+	struct cfs_chunk_stats *cs = calloc(1, sizeof(*cs));
+	uint64_t since = load64(&mount_time);
+
+	if (!cs)
+		return NULL;
+	cfs_io_stats_reset(&cs->io);
+	/* Counting began at the mount for every chunk: one that had no I/O
+	 * before now counted nothing, and rates over the same period as the
+	 * mount totals add up. (Unit tests have no mount: now.) */
+	if (since)
+		cs->io.reset_time_ns = since;
+	return cs;
+}
+
+void cfs_cs_reset(struct cfs_chunk_stats *cs)
+{
+	cfs_io_stats_reset(&cs->io);
+	store64(&cs->opens_total, 0);
+	store64(&cs->opens_direct, 0);
+	store64(&cs->opens_buffered, 0);
+}
+
+void cfs_cs_mount_reset(void)
+{
+	for (unsigned i = 0; i < CFS_CS_SLOTS; i++) {
+		struct cfs_chunk_stats *s = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+
+		if (s)
+			cfs_cs_reset(s);
+	}
+	/* Gauges keep their value; the high-water marks restart from it. */
+	store64(&mount_inflight.max, load64(&mount_inflight.now));
+	store64(&mount_opens.max, load64(&mount_opens.now));
+	store64(&mount_reset_time, realtime_ns());
+}
+
+void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *dst)
+{
+	if (!src) {
+		memset(dst, 0, sizeof(*dst));
+		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++)
+			dst->io.op[op].latency.min_ns = UINT64_MAX;
+		dst->io.reset_time_ns = load64(&mount_time);
+		return;
+	}
+	cfs_io_stats_snapshot(&src->io, &dst->io);
+	dst->opens_total = load64(&src->opens_total);
+	dst->opens_direct = load64(&src->opens_direct);
+	dst->opens_buffered = load64(&src->opens_buffered);
+}
+
+static void hist_merge(struct cfs_latency_hist *dst, const struct cfs_latency_hist *src)
+{
+	uint64_t count = load64(&src->count), min = load64(&src->min_ns), max = load64(&src->max_ns);
+
+	dst->count += count;
+	dst->sum_ns += load64(&src->sum_ns);
+	if (count && min < dst->min_ns)
+		dst->min_ns = min;
+	if (count && max > dst->max_ns)
+		dst->max_ns = max;
+	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++)
+		dst->bucket[b] += load64(&src->bucket[b]);
+}
+
+void cfs_cs_mount_snapshot(struct cfs_chunk_stats *dst)
+{
+	cfs_cs_snapshot(NULL, dst);
+	for (unsigned i = 0; i < CFS_CS_SLOTS; i++) {
+		const struct cfs_chunk_stats *s = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+
+		if (!s)
+			continue;
+		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++) {
+			dst->io.op[op].ops += load64(&s->io.op[op].ops);
+			dst->io.op[op].bytes += load64(&s->io.op[op].bytes);
+			dst->io.op[op].errors += load64(&s->io.op[op].errors);
+			hist_merge(&dst->io.op[op].latency, &s->io.op[op].latency);
+		}
+		dst->io.err_eio += load64(&s->io.err_eio);
+		dst->io.err_enospc += load64(&s->io.err_enospc);
+		dst->io.err_misaligned += load64(&s->io.err_misaligned);
+		dst->io.err_short += load64(&s->io.err_short);
+		dst->io.err_other += load64(&s->io.err_other);
+		dst->io.rmw_ops += load64(&s->io.rmw_ops);
+		dst->opens_total += load64(&s->opens_total);
+		dst->opens_direct += load64(&s->opens_direct);
+		dst->opens_buffered += load64(&s->opens_buffered);
+	}
+	dst->io.inflight_now = load64(&mount_inflight.now);
+	dst->io.inflight_max = load64(&mount_inflight.max);
+	dst->io.reset_time_ns = load64(&mount_reset_time);
+}
+
+uint64_t cfs_cs_mount_opens_now(void)
+{
+	return load64(&mount_opens.now);
+}
+
+/* ---- the field table ----------------------------------------------------------------
+ * One row per user.chunkfs.<name>. Scopes: C chunk, R root, B both. LC/LR:
+ * listed by listxattr (getfattr -d) for a chunk / the root: the summary a
+ * DBA reads; everything else is read by name (getfattr -n) or in the
+ * composite "stat" line. Table order is list order and line order.
+ */
+enum kind {
+	K_STAT,
+	K_RESET,
+	K_PAGESIZE,
+	K_SIZE,
+	K_TIME,
+	K_RESET_TIME,
+	K_OPS,
+	K_BYTES,
+	K_PAGES,
+	K_OP_ERRORS,
+	K_LAT_COUNT,
+	K_LAT_SUM,
+	K_LAT_MIN,
+	K_LAT_MAX,
+	K_LAT_AVG,
+	K_LAT_P50,
+	K_LAT_P90,
+	K_LAT_P99,
+	K_LAT_P999,
+	K_HIST,
+	K_OPENS,
+	K_OPENS_TOTAL,
+	K_OPENS_DIRECT,
+	K_OPENS_BUFFERED,
+	K_INFLIGHT,
+	K_INFLIGHT_MAX,
+	K_ERRORS,
+	K_ERR_EIO,
+	K_ERR_ENOSPC,
+	K_ERR_MISALIGNED,
+	K_ERR_SHORT,
+	K_ERR_OTHER,
+	K_RMW,
+	K_SOURCE,
+	K_BACKEND,
+	K_STORE_BYTES,
+	K_DATA_BYTES,
+	K_FREE_BYTES,
+	K_BLOCK_BYTES,
+	K_SECTOR_BYTES,
+	K_PSECTOR_BYTES,
+	K_DIO_ALIGN,
+	K_DIO_ENFORCED,
+	K_READONLY,
+	K_MOUNT_TIME,
+};
+
+#define C (CFS_CS_CHUNK | CFS_CS_READABLE | CFS_CS_IN_LINE)
+#define R (CFS_CS_ROOT | CFS_CS_READABLE | CFS_CS_IN_LINE)
+#define B (C | R)
+#define LC CFS_CS_LISTED_CHUNK
+#define LR CFS_CS_LISTED_ROOT
+#define BYNAME (CFS_CS_CHUNK | CFS_CS_ROOT | CFS_CS_READABLE) /* not in the line */
+
+/* The per-op latency rows, for op prefix P ("read") and operation O. */
+#define LAT_ROWS(P, O, LIST_AVG, LIST_P99)                                                         \
+	X(P "_lat_count", B, K_LAT_COUNT, O)                                                       \
+	X(P "_lat_sum_us", B, K_LAT_SUM, O)                                                        \
+	X(P "_lat_min_us", B, K_LAT_MIN, O)                                                        \
+	X(P "_lat_max_us", B, K_LAT_MAX, O)                                                        \
+	X(P "_lat_avg_us", B | (LIST_AVG), K_LAT_AVG, O)                                           \
+	X(P "_lat_p50_us", B, K_LAT_P50, O)                                                        \
+	X(P "_lat_p90_us", B, K_LAT_P90, O)                                                        \
+	X(P "_lat_p99_us", B | (LIST_P99), K_LAT_P99, O)                                           \
+	X(P "_lat_p999_us", B, K_LAT_P999, O)                                                      \
+	X(P "_hist", BYNAME, K_HIST, O)
+
+#define FIELDS                                                                                     \
+	X("source", R | LR, K_SOURCE, 0)                                                           \
+	X("backend", R | LR, K_BACKEND, 0)                                                         \
+	X("store_bytes", R | LR, K_STORE_BYTES, 0)                                                 \
+	X("data_bytes", R, K_DATA_BYTES, 0)                                                        \
+	X("free_bytes", R | LR, K_FREE_BYTES, 0)                                                   \
+	X("block_bytes", R | LR, K_BLOCK_BYTES, 0)                                                 \
+	X("sector_bytes", R | LR, K_SECTOR_BYTES, 0)                                               \
+	X("physical_sector_bytes", R, K_PSECTOR_BYTES, 0)                                          \
+	X("dio_align_bytes", R | LR, K_DIO_ALIGN, 0)                                               \
+	X("dio_align_enforced", R, K_DIO_ENFORCED, 0)                                              \
+	X("readonly", R | LR, K_READONLY, 0)                                                       \
+	X("mount_time", R | LR, K_MOUNT_TIME, 0)                                                   \
+	X("pagesize", C | LC | CFS_CS_WRITABLE, K_PAGESIZE, 0)                                     \
+	X("size", C, K_SIZE, 0)                                                                    \
+	X("reads", B | LC | LR, K_OPS, CFS_IO_READ)                                                \
+	X("read_bytes", B | LC | LR, K_BYTES, CFS_IO_READ)                                         \
+	X("page_reads", C | LC, K_PAGES, CFS_IO_READ)                                              \
+	X("read_errors", B, K_OP_ERRORS, CFS_IO_READ)                                              \
+	LAT_ROWS("read", CFS_IO_READ, LC | LR, LC)                                                 \
+	X("writes", B | LC | LR, K_OPS, CFS_IO_WRITE)                                              \
+	X("write_bytes", B | LC | LR, K_BYTES, CFS_IO_WRITE)                                       \
+	X("page_writes", C | LC, K_PAGES, CFS_IO_WRITE)                                            \
+	X("write_errors", B, K_OP_ERRORS, CFS_IO_WRITE)                                            \
+	LAT_ROWS("write", CFS_IO_WRITE, LC | LR, LC)                                               \
+	X("fsyncs", B | LC | LR, K_OPS, CFS_IO_FLUSH)                                              \
+	X("fsync_errors", B, K_OP_ERRORS, CFS_IO_FLUSH)                                            \
+	LAT_ROWS("fsync", CFS_IO_FLUSH, LC, 0)                                                     \
+	X("discards", B, K_OPS, CFS_IO_DISCARD)                                                    \
+	X("discard_bytes", B, K_BYTES, CFS_IO_DISCARD)                                             \
+	X("discard_errors", B, K_OP_ERRORS, CFS_IO_DISCARD)                                        \
+	LAT_ROWS("discard", CFS_IO_DISCARD, 0, 0)                                                  \
+	X("opens", B | LC, K_OPENS, 0)                                                             \
+	X("opens_total", B, K_OPENS_TOTAL, 0)                                                      \
+	X("opens_direct", B, K_OPENS_DIRECT, 0)                                                    \
+	X("opens_buffered", B, K_OPENS_BUFFERED, 0)                                                \
+	X("inflight", B, K_INFLIGHT, 0)                                                            \
+	X("inflight_max", B | LC, K_INFLIGHT_MAX, 0)                                               \
+	X("errors", B | LC | LR, K_ERRORS, 0)                                                      \
+	X("err_eio", B, K_ERR_EIO, 0)                                                              \
+	X("err_enospc", B, K_ERR_ENOSPC, 0)                                                        \
+	X("err_misaligned", B, K_ERR_MISALIGNED, 0)                                                \
+	X("err_short", B, K_ERR_SHORT, 0)                                                          \
+	X("err_other", B, K_ERR_OTHER, 0)                                                          \
+	X("rmw", B, K_RMW, 0)                                                                      \
+	X("time", B, K_TIME, 0)                                                                    \
+	X("reset_time", B | LC | LR, K_RESET_TIME, 0)                                              \
+	X("stat", BYNAME, K_STAT, 0)                                                               \
+	X("reset", CFS_CS_CHUNK | CFS_CS_ROOT | CFS_CS_WRITABLE, K_RESET, 0)
+
+#define X(name, flags, kind, op) {name, flags},
+static const struct cfs_cs_field field_table[] = {FIELDS};
+#undef X
+#define X(name, flags, kind, op) {kind, op},
+static const struct {
+	uint8_t kind;
+	uint8_t op;
+} field_info[] = {FIELDS};
+#undef X
+
+#define FIELD_COUNT (sizeof(field_table) / sizeof(field_table[0]))
+
+static unsigned field_id(const struct cfs_cs_field *f)
+{
+	return (unsigned)(f - field_table);
+}
+
+const struct cfs_cs_field *cfs_cs_fields(size_t *count)
+{
+	*count = FIELD_COUNT;
+	return field_table;
+}
+
+const struct cfs_cs_field *cfs_cs_field_find(const char *name, bool root)
+{
+	unsigned scope = root ? CFS_CS_ROOT : CFS_CS_CHUNK;
+
+	for (unsigned i = 0; i < FIELD_COUNT; i++)
+		if ((field_table[i].flags & scope) && strcmp(field_table[i].name, name) == 0)
+			return &field_table[i];
+	return NULL;
+}
+
+/* ---- rendering ---------------------------------------------------------------------- */
+
+uint64_t cfs_cs_ns_to_us(uint64_t ns)
+{
+	return ns / 1000u + (ns % 1000u >= 500u);
+}
+
+size_t cfs_cs_format_time(uint64_t ns, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "%" PRIu64 ".%06" PRIu64, ns / 1000000000u,
+			 ns % 1000000000u / 1000u);
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static bool plain_byte(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '=' && c != '%';
+}
+
+size_t cfs_cs_escape(const char *s, char *buf, size_t size)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (plain_byte(c)) {
+			if (n + 1 < size)
+				buf[n] = (char)c;
+			n++;
+			continue;
+		}
+		if (n + 3 < size) {
+			buf[n] = '%';
+			buf[n + 1] = hex[c >> 4];
+			buf[n + 2] = hex[c & 15];
+		}
+		n += 3;
+	}
+	if (size)
+		buf[n < size ? n : size - 1] = '\0';
+	return n;
+}
+
+/* Percentile of a live or copied histogram, 0 when empty. */
+static uint64_t pct_us(const struct cfs_latency_hist *h, double fraction)
+{
+	return cfs_cs_ns_to_us(cfs_hist_percentile_ns(h, fraction));
+}
+
+/* The average, kept within [min, max]: sum and count are copied apart. */
+static uint64_t avg_us(const struct cfs_latency_hist *h)
+{
+	uint64_t avg;
+
+	if (!h->count)
+		return 0;
+	avg = h->sum_ns / h->count;
+	if (avg > h->max_ns)
+		avg = h->max_ns;
+	if (avg < h->min_ns)
+		avg = h->min_ns;
+	return cfs_cs_ns_to_us(avg);
+}
+
+size_t cfs_cs_render_hist(const struct cfs_latency_hist *h, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	if (size)
+		buf[0] = '\0';
+	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++) {
+		uint64_t count = load64(&h->bucket[b]);
+		int w;
+
+		if (!count)
+			continue;
+		w = snprintf(n < size ? buf + n : NULL, n < size ? size - n : 0, "%s%" PRIu64 ":%" PRIu64,
+			     n ? " " : "", cfs_hist_bucket_upper_ns(b), count);
+		n += (size_t)w;
+	}
+	return n;
+}
+
+static uint64_t errors_total(const struct cfs_io_stats *io)
+{
+	return io->err_eio + io->err_enospc + io->err_misaligned + io->err_short + io->err_other;
+}
+
+/* A numeric value, or UINT64_MAX with *text set for strings and times. */
+static uint64_t field_number(const struct cfs_cs_view *v, unsigned id, const char **text,
+			     bool *is_time)
+{
+	const struct cfs_io_stats *io = &v->snap.io;
+	const struct cfs_io_op_stats *os = &io->op[field_info[id].op];
+	const struct cfs_latency_hist *h = &os->latency;
+
+	*text = NULL;
+	*is_time = false;
+	switch (field_info[id].kind) {
+	case K_PAGESIZE:
+		return v->page_size_bytes;
+	case K_SIZE:
+		return v->size_bytes;
+	case K_TIME:
+		*is_time = true;
+		return v->now_ns;
+	case K_RESET_TIME:
+		*is_time = true;
+		return io->reset_time_ns;
+	case K_MOUNT_TIME:
+		*is_time = true;
+		return v->mount_time_ns;
+	case K_OPS:
+		return os->ops;
+	case K_BYTES:
+		return os->bytes;
+	case K_PAGES:
+		return v->page_size_bytes ? os->bytes / v->page_size_bytes : 0;
+	case K_OP_ERRORS:
+		return os->errors;
+	case K_LAT_COUNT:
+		return h->count;
+	case K_LAT_SUM:
+		return cfs_cs_ns_to_us(h->sum_ns);
+	case K_LAT_MIN:
+		return h->count ? cfs_cs_ns_to_us(h->min_ns) : 0;
+	case K_LAT_MAX:
+		return cfs_cs_ns_to_us(h->max_ns);
+	case K_LAT_AVG:
+		return avg_us(h);
+	case K_LAT_P50:
+		return pct_us(h, 0.50);
+	case K_LAT_P90:
+		return pct_us(h, 0.90);
+	case K_LAT_P99:
+		return pct_us(h, 0.99);
+	case K_LAT_P999:
+		return pct_us(h, 0.999);
+	case K_OPENS:
+		return v->opens_now;
+	case K_OPENS_TOTAL:
+		return v->snap.opens_total;
+	case K_OPENS_DIRECT:
+		return v->snap.opens_direct;
+	case K_OPENS_BUFFERED:
+		return v->snap.opens_buffered;
+	case K_INFLIGHT:
+		return io->inflight_now;
+	case K_INFLIGHT_MAX:
+		return io->inflight_max;
+	case K_ERRORS:
+		return errors_total(io);
+	case K_ERR_EIO:
+		return io->err_eio;
+	case K_ERR_ENOSPC:
+		return io->err_enospc;
+	case K_ERR_MISALIGNED:
+		return io->err_misaligned;
+	case K_ERR_SHORT:
+		return io->err_short;
+	case K_ERR_OTHER:
+		return io->err_other;
+	case K_RMW:
+		return io->rmw_ops;
+	case K_SOURCE:
+		*text = v->source ? v->source : "";
+		return UINT64_MAX;
+	case K_BACKEND:
+		*text = v->backend ? v->backend : "";
+		return UINT64_MAX;
+	case K_STORE_BYTES:
+		return v->store_bytes;
+	case K_DATA_BYTES:
+		return v->data_bytes;
+	case K_FREE_BYTES:
+		return v->free_bytes;
+	case K_BLOCK_BYTES:
+		return v->block_bytes;
+	case K_SECTOR_BYTES:
+		return v->sector_bytes;
+	case K_PSECTOR_BYTES:
+		return v->physical_sector_bytes;
+	case K_DIO_ALIGN:
+		return v->dio_align_bytes;
+	case K_DIO_ENFORCED:
+		return v->dio_align_enforced;
+	case K_READONLY:
+		return v->readonly;
+	default:
+		*text = "";
+		return UINT64_MAX;
+	}
+}
+
+size_t cfs_cs_render_field(const struct cfs_cs_view *v, const struct cfs_cs_field *f, char *buf,
+			   size_t size)
+{
+	const char *text;
+	bool is_time;
+	uint64_t value;
+	int n;
+
+	switch (field_info[field_id(f)].kind) {
+	case K_STAT:
+		return cfs_cs_render_line(v, buf, size);
+	case K_HIST:
+		return cfs_cs_render_hist(&v->snap.io.op[field_info[field_id(f)].op].latency, buf, size);
+	default:
+		break;
+	}
+	value = field_number(v, field_id(f), &text, &is_time);
+	if (is_time)
+		return cfs_cs_format_time(value, buf, size);
+	if (text)
+		n = snprintf(buf, size, "%s", text); /* getfattr -n shows it raw */
+	else
+		n = snprintf(buf, size, "%" PRIu64, value);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+size_t cfs_cs_render_line(const struct cfs_cs_view *v, char *buf, size_t size)
+{
+	unsigned scope = v->root ? CFS_CS_ROOT : CFS_CS_CHUNK;
+	size_t n = 0;
+
+	if (size)
+		buf[0] = '\0';
+	for (unsigned i = 0; i < FIELD_COUNT; i++) {
+		const struct cfs_cs_field *f = &field_table[i];
+		const char *text;
+		bool is_time;
+		uint64_t value;
+		char num[32];
+		size_t room;
+		int w;
+
+		if (!(f->flags & scope) || !(f->flags & CFS_CS_IN_LINE))
+			continue;
+		value = field_number(v, i, &text, &is_time);
+		if (is_time)
+			cfs_cs_format_time(value, num, sizeof(num));
+		else if (!text)
+			snprintf(num, sizeof(num), "%" PRIu64, value);
+		room = n < size ? size - n : 0;
+		w = snprintf(room ? buf + n : NULL, room, "%s%s=", n ? " " : "", f->name);
+		n += (size_t)w;
+		room = n < size ? size - n : 0;
+		if (text)
+			n += cfs_cs_escape(text, room ? buf + n : NULL, room);
+		else
+			n += (size_t)snprintf(room ? buf + n : NULL, room, "%s", num);
+	}
+	return n;
+}
+
+size_t cfs_cs_list(bool root, bool hidden, char *buf, size_t size)
+{
+	unsigned listed = root ? CFS_CS_LISTED_ROOT : CFS_CS_LISTED_CHUNK;
+	size_t n = 0;
+
+	if (hidden)
+		return 0;
+	for (unsigned i = 0; i < FIELD_COUNT; i++) {
+		size_t len;
+
+		if (!(field_table[i].flags & listed))
+			continue;
+		len = CFS_CS_PREFIX_BYTES + strlen(field_table[i].name) + 1;
+		if (n + len <= size) {
+			memcpy(buf + n, CFS_CS_PREFIX, CFS_CS_PREFIX_BYTES);
+			memcpy(buf + n + CFS_CS_PREFIX_BYTES, field_table[i].name, len - CFS_CS_PREFIX_BYTES);
+		}
+		n += len;
+	}
+	return n;
+}
+
+/* ---- parsing ------------------------------------------------------------------------ */
+
+int cfs_cs_parse_hist(const char *text, struct cfs_latency_hist *out)
+{
+	const char *p = text;
+
+	memset(out, 0, sizeof(*out));
+	out->max_ns = UINT64_MAX;
+	while (*p) {
+		unsigned long long upper, count;
+		unsigned b;
+		char *end;
+
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			break;
+		errno = 0;
+		upper = strtoull(p, &end, 10);
+		if (errno || end == p || *end != ':')
+			return -EINVAL;
+		p = end + 1;
+		count = strtoull(p, &end, 10);
+		if (errno || end == p || (*end && *end != ' '))
+			return -EINVAL;
+		p = end;
+		b = cfs_hist_bucket(upper);
+		if (cfs_hist_bucket_upper_ns(b) != upper)
+			return -EINVAL;
+		out->bucket[b] += count;
+		out->count += count;
+	}
+	return 0;
+}
+
+void cfs_cs_hist_delta(const struct cfs_latency_hist *after, const struct cfs_latency_hist *before,
+		       struct cfs_latency_hist *delta)
+{
+	memset(delta, 0, sizeof(*delta));
+	delta->max_ns = UINT64_MAX;
+	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++) {
+		uint64_t d = after->bucket[b] >= before->bucket[b] ? after->bucket[b] - before->bucket[b]
+								   : after->bucket[b];
+
+		delta->bucket[b] = d;
+		delta->count += d;
+	}
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+bool cfs_cs_line_get(const char *line, const char *key, char *out, size_t out_size)
+{
+	size_t key_length = strlen(key);
+	const char *p = line;
+
+	while (p && *p) {
+		if (strncmp(p, key, key_length) == 0 && p[key_length] == '=') {
+			size_t n = 0;
+
+			for (p += key_length + 1; *p && *p != ' '; p++) {
+				char c = *p;
+
+				if (c == '%' && hex_value(p[1]) >= 0 && hex_value(p[2]) >= 0) {
+					c = (char)(hex_value(p[1]) << 4 | hex_value(p[2]));
+					p += 2;
+				}
+				if (n + 1 >= out_size)
+					return false;
+				out[n++] = c;
+			}
+			if (!out_size)
+				return false;
+			out[n] = '\0';
+			return true;
+		}
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+bool cfs_cs_line_u64(const char *line, const char *key, uint64_t *out)
+{
+	char value[32], *end;
+
+	if (!cfs_cs_line_get(line, key, value, sizeof(value)) || !value[0])
+		return false;
+	errno = 0;
+	*out = strtoull(value, &end, 10);
+	return !errno && !*end;
+}
+
+bool cfs_cs_line_double(const char *line, const char *key, double *out)
+{
+	char value[48], *end;
+
+	if (!cfs_cs_line_get(line, key, value, sizeof(value)) || !value[0])
+		return false;
+	*out = strtod(value, &end);
+	return !*end;
+}
+
+/* ---- the size-probe cache --------------------------------------------------------------- */
+
+struct probe_slot {
+	pthread_mutex_t lock;
+	struct cfs_cs_probe_key key;
+	uint64_t expires_ns; /* 0: empty */
+	size_t length;
+	size_t capacity;
+	char *text; /* grows to the largest value cached here, then is reused */
+};
+
+static struct probe_slot probe_slots[CFS_CS_PROBE_SLOTS] = {
+	[0 ... CFS_CS_PROBE_SLOTS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static struct probe_slot *probe_slot_of(const struct cfs_cs_probe_key *key)
+{
+	uint64_t h = key->tid * 0x9E3779B97F4A7C15ull ^ key->ino * 0xC2B2AE3D27D4EB4Full ^
+		     key->field * 0x165667B19E3779F9ull;
+
+	return &probe_slots[(h >> 32) % CFS_CS_PROBE_SLOTS];
+}
+
+static bool probe_key_eq(const struct cfs_cs_probe_key *a, const struct cfs_cs_probe_key *b)
+{
+	return a->tid == b->tid && a->ino == b->ino && a->field == b->field;
+}
+
+int cfs_cs_probe_put(const struct cfs_cs_probe_key *key, const char *text, size_t length,
+		     uint64_t now_ns)
+{
+	struct probe_slot *s = probe_slot_of(key);
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (length > s->capacity) {
+		char *bigger = realloc(s->text, length);
+
+		if (!bigger) {
+			s->expires_ns = 0;
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+		s->text = bigger;
+		s->capacity = length;
+	}
+	if (length)
+		memcpy(s->text, text, length);
+	s->length = length;
+	s->key = *key;
+	s->expires_ns = now_ns + CFS_CS_PROBE_TTL_NS;
+out_unlock:
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+ssize_t cfs_cs_probe_take(const struct cfs_cs_probe_key *key, char *buf, size_t size,
+			  uint64_t now_ns)
+{
+	struct probe_slot *s = probe_slot_of(key);
+	ssize_t ret = -1;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->expires_ns && now_ns >= s->expires_ns)
+		s->expires_ns = 0;
+	if (s->expires_ns && probe_key_eq(&s->key, key) && s->length <= size) {
+		if (s->length)
+			memcpy(buf, s->text, s->length);
+		ret = (ssize_t)s->length;
+		s->expires_ns = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+void cfs_cs_probe_clear(void)
+{
+	for (unsigned i = 0; i < CFS_CS_PROBE_SLOTS; i++) {
+		struct probe_slot *s = &probe_slots[i];
+
+		pthread_mutex_lock(&s->lock);
+		free(s->text);
+		s->text = NULL;
+		s->capacity = 0;
+		s->length = 0;
+		s->expires_ns = 0;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
