@@ -5,6 +5,7 @@
  *
  *   chunkfs SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]
  *   mount.chunkfs SOURCE MOUNTPOINT [-sfnv] [-o opts]        (mount(8) helper)
+ *   chunkfs stat [...]            statistics of mounted chunks (fs/statcmd.c)
  *
  * The sequence (fs/DAEMON.md, "Mount experience"):
  *   1. parse and check every option (usage errors exit 1);
@@ -63,6 +64,7 @@
 #include "fs/data.h"
 #include "fs/format.h"
 #include "fs/fs.h"
+#include "fs/statcmd.h"
 #include "iopath/iopath.h"
 
 #ifndef CFS_VERSION
@@ -93,6 +95,7 @@ struct options {
 	bool allow_other;
 	bool read_only;
 	bool ram;
+	bool hide_stats; /* listxattr shows no user.chunkfs.* names */
 	unsigned threads;
 	uint64_t ram_size_bytes;
 	bool ram_size_given;	  /* size= seen (a bad value was already reported) */
@@ -130,6 +133,7 @@ static void usage(FILE *f, const char *prog)
 	fprintf(f,
 		"usage: %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
 		"       %s -o ram,size=SIZE[,dio_align=N][,mlock][,hugepages] NAME MOUNTPOINT\n"
+		"       chunkfs stat [-i SECONDS [-c COUNT]] [-z] [--json | --prom] [MOUNTPOINT | CHUNK ...]\n"
 		"\n"
 		"SOURCE is a block device or image file formatted by mkchunkfs.\n"
 		"\n"
@@ -148,6 +152,8 @@ static void usage(FILE *f, const char *prog)
 		"                     0 = accept anything, as tmpfs)\n"
 		"  -o mlock           RAM: lock the data in memory (never swapped)\n"
 		"  -o hugepages       RAM: ask for transparent huge pages\n"
+		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
+		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
 		"generic mount options (rw, nosuid, nodev, noexec, noatime, sync, ...)\n"
 		"are passed to the kernel; auto, noauto, user, nofail, _netdev,\n"
@@ -256,6 +262,8 @@ static int parse_one(struct options *o, const char *opt)
 		o->foreground = true;
 	} else if (strcmp(opt, "ram") == 0) {
 		o->ram = true;
+	} else if (strcmp(opt, "hide_stats") == 0) {
+		o->hide_stats = true;
 	} else if (strcmp(opt, "mlock") == 0) {
 		o->ram_flags |= CFS_IO_RAM_MLOCK;
 	} else if (strcmp(opt, "hugepages") == 0) {
@@ -1062,6 +1070,10 @@ int main(int argc, char **argv)
 	unsigned started = 0;
 	pthread_t *threads = NULL;
 
+	/* `chunkfs stat ...`: a client of the mounted statistics, no daemon.
+	 * (A store file named "stat" in the current directory is ./stat.) */
+	if (argc >= 2 && strcmp(argv[1], "stat") == 0 && strncmp(base_name(argv[0]), "mount.", 6))
+		return cfs_statcmd_main(argc - 1, argv + 1);
 	fuse_set_log_func(log_func);
 	if (parse_args(&o, argc, argv))
 		return EXIT_USAGE;
@@ -1078,6 +1090,8 @@ int main(int argc, char **argv)
 	d->ram = o.ram;
 	d->read_only = o.read_only;
 	d->dio_align_bytes = o.ram ? o.dio_align_bytes : 0;
+	d->source = o.source;
+	d->hide_stats = o.hide_stats;
 	if (open_metadata(&o, d->io, &d->fs))
 		goto out_close_io;
 	if (o.fake) {
