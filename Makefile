@@ -36,7 +36,14 @@ else ifneq ($(BUILD),release)
 $(error BUILD must be release, debug or asan)
 endif
 
+# make CFS_NO_STATS=1: the per-chunk statistics compiled out (fs/chunkstat.h),
+# to measure what counting costs (bench/stats-overhead.sh). Its own objects.
+ifeq ($(CFS_NO_STATS),1)
+override CPPFLAGS += -DCFS_NO_STATS
+B := build/$(BUILD)-nostats
+else
 B := build/$(BUILD)
+endif
 
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 BLKID_CFLAGS := $(shell pkg-config --cflags blkid 2>/dev/null)
