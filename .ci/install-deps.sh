@@ -7,7 +7,7 @@ PACKAGES="
 build-essential pkg-config make gcc clang
 libfuse3-dev fuse3 liburing-dev libxxhash-dev libblkid-dev
 libcriterion-dev
-util-linux e2fsprogs xfsprogs attr fio
+util-linux mount procps python3 e2fsprogs xfsprogs attr fio
 "
 
 missing=""
