@@ -856,10 +856,18 @@ bool cfs_cs_line_double(const char *line, const char *key, double *out)
 	return !*end;
 }
 
-/* ---- the size-probe cache --------------------------------------------------------------- */
+/* ---- the size-probe cache ---------------------------------------------------------------
+ * Set-associative: a key hashes to a set of PROBE_WAYS entries under one
+ * mutex, and a probe takes the entry of the same key, else a free or expired
+ * one, else the oldest. Entries live from a probe to the read right after
+ * it, so a set is rarely full; a direct-mapped table lost one pair in twenty
+ * to collisions with four concurrent readers (stats_race.sh).
+ */
+#define PROBE_WAYS 4u
+#define PROBE_SETS (CFS_CS_PROBE_SLOTS / PROBE_WAYS)
+_Static_assert(CFS_CS_PROBE_SLOTS % PROBE_WAYS == 0, "whole sets");
 
-struct probe_slot {
-	pthread_mutex_t lock;
+struct probe_entry {
 	struct cfs_cs_probe_key key;
 	uint64_t expires_ns; /* 0: empty */
 	size_t length;
@@ -867,16 +875,21 @@ struct probe_slot {
 	char *text; /* grows to the largest value cached here, then is reused */
 };
 
-static struct probe_slot probe_slots[CFS_CS_PROBE_SLOTS] = {
-	[0 ... CFS_CS_PROBE_SLOTS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+struct probe_set {
+	pthread_mutex_t lock;
+	struct probe_entry way[PROBE_WAYS];
 };
 
-static struct probe_slot *probe_slot_of(const struct cfs_cs_probe_key *key)
+static struct probe_set probe_sets[PROBE_SETS] = {
+	[0 ... PROBE_SETS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static struct probe_set *probe_set_of(const struct cfs_cs_probe_key *key)
 {
 	uint64_t h = key->tid * 0x9E3779B97F4A7C15ull ^ key->ino * 0xC2B2AE3D27D4EB4Full ^
 		     key->field * 0x165667B19E3779F9ull;
 
-	return &probe_slots[(h >> 32) % CFS_CS_PROBE_SLOTS];
+	return &probe_sets[(h >> 32) % PROBE_SETS];
 }
 
 static bool probe_key_eq(const struct cfs_cs_probe_key *a, const struct cfs_cs_probe_key *b)
@@ -884,64 +897,94 @@ static bool probe_key_eq(const struct cfs_cs_probe_key *a, const struct cfs_cs_p
 	return a->tid == b->tid && a->ino == b->ino && a->field == b->field;
 }
 
+/* [set lock] The live entry of key, or NULL; expired entries are emptied. */
+static struct probe_entry *probe_find(struct probe_set *set, const struct cfs_cs_probe_key *key,
+				      uint64_t now_ns)
+{
+	struct probe_entry *found = NULL;
+
+	for (unsigned w = 0; w < PROBE_WAYS; w++) {
+		struct probe_entry *e = &set->way[w];
+
+		if (e->expires_ns && now_ns >= e->expires_ns)
+			e->expires_ns = 0;
+		if (e->expires_ns && probe_key_eq(&e->key, key))
+			found = e;
+	}
+	return found;
+}
+
 int cfs_cs_probe_put(const struct cfs_cs_probe_key *key, const char *text, size_t length,
 		     uint64_t now_ns)
 {
-	struct probe_slot *s = probe_slot_of(key);
+	struct probe_set *set = probe_set_of(key);
+	struct probe_entry *e;
 	int ret = 0;
 
-	pthread_mutex_lock(&s->lock);
-	if (length > s->capacity) {
-		char *bigger = realloc(s->text, length);
+	pthread_mutex_lock(&set->lock);
+	e = probe_find(set, key, now_ns);
+	if (!e) {
+		/* A free entry, else the oldest (all are live). */
+		e = &set->way[0];
+		for (unsigned w = 0; w < PROBE_WAYS; w++) {
+			if (!set->way[w].expires_ns) {
+				e = &set->way[w];
+				break;
+			}
+			if (set->way[w].expires_ns < e->expires_ns)
+				e = &set->way[w];
+		}
+	}
+	if (length > e->capacity) {
+		char *bigger = realloc(e->text, length);
 
 		if (!bigger) {
-			s->expires_ns = 0;
+			e->expires_ns = 0;
 			ret = -ENOMEM;
 			goto out_unlock;
 		}
-		s->text = bigger;
-		s->capacity = length;
+		e->text = bigger;
+		e->capacity = length;
 	}
 	if (length)
-		memcpy(s->text, text, length);
-	s->length = length;
-	s->key = *key;
-	s->expires_ns = now_ns + CFS_CS_PROBE_TTL_NS;
+		memcpy(e->text, text, length);
+	e->length = length;
+	e->key = *key;
+	e->expires_ns = now_ns + CFS_CS_PROBE_TTL_NS;
 out_unlock:
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&set->lock);
 	return ret;
 }
 
 ssize_t cfs_cs_probe_take(const struct cfs_cs_probe_key *key, char *buf, size_t size,
 			  uint64_t now_ns)
 {
-	struct probe_slot *s = probe_slot_of(key);
+	struct probe_set *set = probe_set_of(key);
+	struct probe_entry *e;
 	ssize_t ret = -1;
 
-	pthread_mutex_lock(&s->lock);
-	if (s->expires_ns && now_ns >= s->expires_ns)
-		s->expires_ns = 0;
-	if (s->expires_ns && probe_key_eq(&s->key, key) && s->length <= size) {
-		if (s->length)
-			memcpy(buf, s->text, s->length);
-		ret = (ssize_t)s->length;
-		s->expires_ns = 0;
+	pthread_mutex_lock(&set->lock);
+	e = probe_find(set, key, now_ns);
+	if (e && e->length <= size) {
+		if (e->length)
+			memcpy(buf, e->text, e->length);
+		ret = (ssize_t)e->length;
+		e->expires_ns = 0;
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&set->lock);
 	return ret;
 }
 
 void cfs_cs_probe_clear(void)
 {
-	for (unsigned i = 0; i < CFS_CS_PROBE_SLOTS; i++) {
-		struct probe_slot *s = &probe_slots[i];
+	for (unsigned i = 0; i < PROBE_SETS; i++) {
+		struct probe_set *set = &probe_sets[i];
 
-		pthread_mutex_lock(&s->lock);
-		free(s->text);
-		s->text = NULL;
-		s->capacity = 0;
-		s->length = 0;
-		s->expires_ns = 0;
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&set->lock);
+		for (unsigned w = 0; w < PROBE_WAYS; w++) {
+			free(set->way[w].text);
+			memset(&set->way[w], 0, sizeof(set->way[w]));
+		}
+		pthread_mutex_unlock(&set->lock);
 	}
 }

@@ -228,10 +228,11 @@ size_t cfs_cs_escape(const char *s, char *buf, size_t size);
  * for the requesting thread (FUSE passes the caller's thread id), the inode
  * and the field, for CFS_CS_PROBE_TTL_NS, and the read that follows gets
  * exactly that text if it fits; any other read renders fresh. A bounded
- * table: under more concurrent probers than slots a read may render fresh
- * (then a value that grew meanwhile gets ERANGE, as getxattr(2) allows).
+ * table (sets of 4 entries): when more than 4 probes wait for their read in
+ * one set, the oldest is dropped and its read renders fresh (then a value
+ * that grew meanwhile gets ERANGE, as getxattr(2) allows).
  */
-#define CFS_CS_PROBE_SLOTS 64u
+#define CFS_CS_PROBE_SLOTS 256u
 #define CFS_CS_PROBE_TTL_NS 2000000000ull
 
 struct cfs_cs_probe_key {

@@ -372,6 +372,25 @@ Test(chunkstat, probe_then_read_gets_the_probed_text)
 	cfs_cs_probe_clear();
 }
 
+/* Four probes waiting for their reads never evict one another, whatever
+ * sets they hash to (sets have four entries). */
+Test(chunkstat, probe_cache_keeps_four_concurrent_probes)
+{
+	for (uint64_t base = 0; base < 2000; base += 4) {
+		struct cfs_cs_probe_key k[4];
+		char buf[8];
+
+		for (int i = 0; i < 4; i++) {
+			k[i] = (struct cfs_cs_probe_key){.tid = base + (uint64_t)i, .ino = 2, .field = 9};
+			cr_assert_eq(cfs_cs_probe_put(&k[i], "abc", 3, 100), 0);
+		}
+		for (int i = 0; i < 4; i++)
+			cr_assert_eq(cfs_cs_probe_take(&k[i], buf, sizeof(buf), 101), 3, "tid %lu",
+				     (unsigned long)k[i].tid);
+	}
+	cfs_cs_probe_clear();
+}
+
 /* ---- charging -------------------------------------------------------------------------------- */
 
 Test(chunkstat, charging_by_kind_and_flags)
