@@ -66,10 +66,11 @@ def cmd_errno(args):
             os.setxattr(path, name, value.encode())
         elif op == "remove":
             os.removexattr(path, name)
-        got = "ok"
+        got, num = "ok", 0
     except OSError as e:
-        got = errno.errorcode.get(e.errno, str(e.errno))
-    if got != expect:
+        got, num = errno.errorcode.get(e.errno, str(e.errno)), e.errno
+    # by number: EOPNOTSUPP and ENOTSUP are one errno on Linux
+    if (expect == "ok" and num) or (expect != "ok" and num != getattr(errno, expect)):
         die(f"{op}xattr({path}, {name}, {value!r}) = {got}, expected {expect}")
 
 
@@ -86,7 +87,7 @@ def cmd_protocol(args):
         m, value = getx(path, name, n)
         if m != n or len(value) != n:
             die(f"{name}: probe said {n}, read with {n} gave {m}")
-        if n > 0:
+        if n > 1:  # (a size of 0 is a probe, not a small buffer)
             e, _ = getx(path, name, n - 1)
             if e != -errno.ERANGE:
                 die(f"{name}: read with {n - 1} < {n} gave {err_name(e)}, not ERANGE")
@@ -98,7 +99,7 @@ def cmd_protocol(args):
     m, names = listx(path, n)
     if n < 0 or m != n:
         die(f"listxattr probe {n}, read {m}")
-    if n > 0:
+    if n > 1:
         e, _ = listx(path, n - 1)
         if e != -errno.ERANGE:
             die(f"listxattr with {n - 1}: {err_name(e)}, not ERANGE")
