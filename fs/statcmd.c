@@ -145,11 +145,13 @@ static bool is_chunkfs_root(const char *path)
 	return getxattr(path, CFS_CS_PREFIX "backend", v, sizeof(v)) >= 0 || errno == ERANGE;
 }
 
-static bool has_chunk_stats(const char *path)
+/* 0 when path carries chunk statistics, else -errno (ENODATA, ENOTSUP:
+ * not on chunkfs, or not a chunk; EACCES: not readable by us). */
+static int chunk_stats_readable(const char *path)
 {
 	char v[32];
 
-	return getxattr(path, CFS_CS_PREFIX "reads", v, sizeof(v)) >= 0;
+	return getxattr(path, CFS_CS_PREFIX "reads", v, sizeof(v)) >= 0 ? 0 : -errno;
 }
 
 /* nftw has no user argument: the walk in progress. */
@@ -225,6 +227,7 @@ static int add_mount(struct run *r, const char *dir)
 static int add_arg(struct run *r, const char *arg)
 {
 	struct stat st;
+	int ret;
 
 	if (stat(arg, &st)) {
 		fprintf(stderr, "chunkfs stat: %s: %s\n", arg, strerror(errno));
@@ -235,9 +238,14 @@ static int add_arg(struct run *r, const char *arg)
 			return add_mount(r, arg);
 		return add_tree(r, arg, NULL);
 	}
-	if (!S_ISREG(st.st_mode) || !has_chunk_stats(arg)) {
+	ret = S_ISREG(st.st_mode) ? chunk_stats_readable(arg) : -ENODATA;
+	if (ret == -ENODATA || ret == -ENOTSUP) {
 		fprintf(stderr, "chunkfs stat: %s: not a chunk on a chunkfs mount\n", arg);
 		return -EINVAL;
+	}
+	if (ret) {
+		fprintf(stderr, "chunkfs stat: %s: %s\n", arg, strerror(-ret));
+		return ret;
 	}
 	return add_target(r, arg, NULL, &st, false);
 }

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# stats_cmd.sh — `chunkfs stat` against a known workload, in each format:
+# the table (one row per chunk however many names it is given by, plus the
+# mount's "(all)" row; columns and counts), JSON (raw counters exact, rates
+# consistent with them), Prometheus text (well-formed exposition, each family
+# once, values exact), -i/-c interval reports (the interval's reads add up
+# to the workload run during them), -z (resets; refused for nobody but the
+# others still shown), and a non-root user reading a chunk it may read.
+. "$(dirname "$0")/../lib/common.sh"
+. "$CFS_ROOT/tests/lib/stats.sh"
+cfs_require_fuse
+cfs_require_cmd python3 getfattr setfattr setpriv
+
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+stat_cmd() { "$CFS_BIN/chunkfs" stat "$@"; }
+img=$CFS_WORK/store.img
+mnt=$CFS_WORK/mnt
+chmod 755 "$CFS_WORK"
+cfs_mkfs "$img" 128M
+cfs_mount "$img" "$mnt" allow_other
+mkdir "$mnt/dbs"
+truncate -s 1M "$mnt/dbs/c1"
+truncate -s 1M "$mnt/dbs/c2"
+ln -s "$mnt/dbs/c1" "$CFS_WORK/rootdbs"
+setfattr -n user.chunkfs.pagesize -v 2048 "$mnt/dbs/c1"
+cfs_reset "$mnt/dbs/c1"
+cfs_reset "$mnt/dbs/c2"
+cfs_reset "$mnt"
+
+# the workload: c1 100 writes + 50 reads + 3 fsyncs, c2 10 writes
+dd if=/dev/urandom of="$CFS_WORK/rootdbs" bs=4k count=100 oflag=direct conv=notrunc status=none
+dd if="$CFS_WORK/rootdbs" of=/dev/null bs=4k count=50 iflag=direct status=none
+stats_util fsync "$mnt/dbs/c1" 3
+dd if=/dev/urandom of="$mnt/dbs/c2" bs=4k count=10 oflag=direct conv=notrunc status=none
+
+cfs_log "table"
+stat_cmd "$mnt" "$CFS_WORK/rootdbs" "$mnt/dbs/c1" >"$CFS_WORK/table" || cfs_fail "chunkfs stat"
+cat "$CFS_WORK/table"
+head -n 2 "$CFS_WORK/table" | tail -n 1 | grep -q \
+	'^chunk *r/s *rMB/s *r_await *r_p99 *w/s *wMB/s *w_await *w_p99 *fsync/s *f_await *inflt *maxq *err *size$' ||
+	cfs_fail "table header"
+[ "$(grep -c "^$mnt/dbs/c1 " "$CFS_WORK/table")" -eq 1 ] || cfs_fail "c1 not exactly once"
+[ "$(grep -c "^$mnt/dbs/c2 " "$CFS_WORK/table")" -eq 1 ] || cfs_fail "c2 not exactly once"
+[ "$(grep -c "^$mnt (all) " "$CFS_WORK/table")" -eq 1 ] || cfs_fail "no (all) row"
+[ "$(grep -c "rootdbs" "$CFS_WORK/table")" -eq 0 ] || cfs_fail "the symlink got its own row"
+[ "$(awk -v c="$mnt/dbs/c1" '$1 == c { print $NF }' "$CFS_WORK/table")" = 1.0M ] ||
+	cfs_fail "c1 size column"
+# only the symlink: its own name, one row
+stat_cmd "$CFS_WORK/rootdbs" "$mnt/dbs/c1" >"$CFS_WORK/table2"
+[ "$(grep -c "^$CFS_WORK/rootdbs " "$CFS_WORK/table2")" -eq 1 ] && [ "$(wc -l <"$CFS_WORK/table2")" -eq 4 ] ||
+	cfs_fail "symlink + path: $(cat "$CFS_WORK/table2")"
+
+cfs_log "JSON: raw counters"
+stat_cmd --json "$mnt" >"$CFS_WORK/json" || cfs_fail "chunkfs stat --json"
+python3 - "$CFS_WORK/json" "$mnt" <<'EOF' || cfs_fail "JSON: $(cat "$CFS_WORK/json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+mnt = sys.argv[2]
+t = {x["path"]: x for x in j["targets"]}
+c1, c2, all_ = t[mnt + "/dbs/c1"], t[mnt + "/dbs/c2"], t[mnt]
+assert j["since_reset"] is True
+assert c1["kind"] == "chunk" and all_["kind"] == "mount" and c1["mount"] == mnt
+k = c1["counters"]
+assert (k["writes"], k["write_bytes"], k["reads"], k["read_bytes"]) == (100, 409600, 50, 204800), k
+assert (k["page_writes"], k["page_reads"], k["pagesize"], k["fsyncs"]) == (200, 100, 2048, 3), k
+assert k["read_lat_count"] == 50 and k["errors"] == 0 and k["size"] == 1048576, k
+assert isinstance(k["reset_time"], float) and k["time"] >= k["reset_time"]
+assert c2["counters"]["writes"] == 10 and c2["counters"]["reads"] == 0
+a = all_["counters"]
+assert a["writes"] == 110 and a["reads"] == 50 and a["fsyncs"] == 3, a
+assert a["backend"] == "uring" and isinstance(a["source"], str) and a["source"].endswith("store.img")
+r = c1["rates"]
+assert abs(r["r_s"] * r["seconds"] - 50) < 0.5, r
+assert abs(r["w_s"] * r["seconds"] - 100) < 0.5, r
+assert abs(r["r_await_ms"] - k["read_lat_sum_us"] / 50 / 1000) < 0.01, r
+EOF
+
+cfs_log "Prometheus text"
+stat_cmd --prom "$mnt" >"$CFS_WORK/prom" || cfs_fail "chunkfs stat --prom"
+python3 - "$CFS_WORK/prom" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(head -n 40 "$CFS_WORK/prom")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+mnt = sys.argv[2]
+sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\} (\S+)$')
+helps, types, seen, values = set(), {}, [], {}
+family = None
+for line in lines:
+    if line.startswith("# HELP "):
+        name = line.split()[2]
+        assert name not in helps, "HELP twice: " + name
+        helps.add(name)
+        family = name
+    elif line.startswith("# TYPE "):
+        _, _, name, kind = line.split()
+        assert name == family and name not in types, line
+        types[name] = kind
+    else:
+        m = sample.match(line)
+        assert m, "bad sample line: " + line
+        name, labels, value = m.groups()
+        base = re.sub(r"_(sum|count)$", "", name) if types.get(family) == "summary" else name
+        assert base == family, f"{name} outside its family {family}"
+        float(value)
+        values[(name, labels)] = value
+assert types["chunkfs_reads_total"] == "counter"
+assert types["chunkfs_read_latency_seconds"] == "summary"
+assert types["chunkfs_inflight"] == "gauge"
+def v(name, path, kind="chunk", extra=""):
+    return values[(name, f'path="{path}",kind="{kind}",mount="{mnt}"{extra}')]
+c1 = mnt + "/dbs/c1"
+assert v("chunkfs_reads_total", c1) == "50"
+assert v("chunkfs_writes_total", c1) == "100"
+assert v("chunkfs_page_writes_total", c1) == "200"
+assert v("chunkfs_fsyncs_total", c1) == "3"
+assert v("chunkfs_read_latency_seconds_count", c1) == "50"
+assert float(v("chunkfs_read_latency_seconds", c1, extra=',quantile="0.99"')) > 0
+assert v("chunkfs_errors_total", c1, extra=',kind="eio"') == "0"
+assert v("chunkfs_writes_total", mnt, "mount") == "110"
+assert any(n == "chunkfs_info" and 'backend="uring"' in l for n, l in values), "info"
+EOF
+
+cfs_log "-i 1 -c 3: interval reports"
+stat_cmd -i 1 -c 3 --json "$mnt/dbs/c2" >"$CFS_WORK/intervals" &
+sp=$!
+sleep 1.3
+dd if="$mnt/dbs/c2" of=/dev/null bs=4k count=200 iflag=direct status=none
+wait $sp || cfs_fail "chunkfs stat -i"
+python3 - "$CFS_WORK/intervals" <<'EOF' || cfs_fail "intervals: $(cat "$CFS_WORK/intervals")"
+import json, sys
+reports = [json.loads(l) for l in open(sys.argv[1])]
+assert len(reports) == 3, len(reports)
+assert reports[0]["since_reset"] and not reports[1]["since_reset"]
+reads = [r["targets"][0]["counters"]["reads"] for r in reports]
+assert reads[2] - reads[0] == 200, reads
+moved = sum(r["targets"][0]["rates"]["r_s"] * r["targets"][0]["rates"]["seconds"] for r in reports[1:])
+assert abs(moved - 200) < 1, moved
+for r in reports[1:]:
+    assert 0.5 < r["targets"][0]["rates"]["seconds"] < 3, r
+EOF
+stat_cmd -i 0.2 -c 2 "$mnt/dbs/c2" | grep -c interval | grep -qx 1 || cfs_fail "table interval header"
+
+cfs_log "a non-root user reads what it may read"
+chmod 644 "$mnt/dbs/c1"
+as_nobody "$CFS_BIN/chunkfs" stat "$mnt/dbs/c1" >"$CFS_WORK/nobody" || cfs_fail "nobody: chunkfs stat"
+grep -q "^$mnt/dbs/c1 " "$CFS_WORK/nobody" || cfs_fail "nobody's table: $(cat "$CFS_WORK/nobody")"
+chmod 600 "$mnt/dbs/c2"
+set +e
+as_nobody "$CFS_BIN/chunkfs" stat "$mnt/dbs/c2" >/dev/null 2>"$CFS_WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q 'Permission denied' "$CFS_WORK/err" || cfs_fail "0600 chunk as nobody: rc $rc $(cat "$CFS_WORK/err")"
+
+cfs_log "-z"
+set +e
+as_nobody "$CFS_BIN/chunkfs" stat -z "$mnt/dbs/c1" >"$CFS_WORK/z" 2>"$CFS_WORK/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q 'cannot reset' "$CFS_WORK/err" && grep -q "^$mnt/dbs/c1 " "$CFS_WORK/z" ||
+	cfs_fail "-z as nobody: rc $rc $(cat "$CFS_WORK/err")"
+cfs_expect "$mnt/dbs/c1" writes 100
+stat_cmd -z "$mnt" >/dev/null || cfs_fail "chunkfs stat -z"
+cfs_expect "$mnt/dbs/c1" writes 0
+cfs_expect "$mnt/dbs/c2" reads 0
+cfs_expect "$mnt" writes 0
+
+cfs_log "usage"
+set +e
+stat_cmd -c 3 "$mnt" >/dev/null 2>&1; [ $? -eq 1 ] || cfs_fail "-c without -i"
+stat_cmd -i 0 "$mnt" >/dev/null 2>&1; [ $? -eq 1 ] || cfs_fail "-i 0"
+stat_cmd --bogus >/dev/null 2>&1; [ $? -eq 1 ] || cfs_fail "unknown option"
+stat_cmd /etc/hostname >/dev/null 2>&1; [ $? -eq 2 ] || cfs_fail "a file not on chunkfs"
+set -e
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_log "ok"
