@@ -78,23 +78,16 @@ struct cfs_chunk_stats {
 /* ---- charging (data path: lock-free, no allocation) ---------------------- */
 
 #ifdef CFS_NO_STATS
+/* Macros, not empty functions: the arguments (clock reads, the lazy
+ * allocation in cfs_ns_inode_stats()) must not be evaluated either, or the
+ * comparison would still pay for them. sizeof marks them used. */
 #define CFS_STATS_ENABLED 0
-static inline void cfs_cs_request_begin(struct cfs_chunk_stats *cs)
-{
-	(void)cs;
-}
-static inline void cfs_cs_request_done(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res,
-				       uint64_t bytes, uint64_t latency_ns, unsigned flags)
-{
-	(void)cs, (void)op, (void)res, (void)bytes, (void)latency_ns, (void)flags;
-}
-static inline void cfs_cs_open(struct cfs_chunk_stats *cs, bool direct)
-{
-	(void)cs, (void)direct;
-}
-static inline void cfs_cs_close(void)
-{
-}
+#define cfs_cs_request_begin(cs) ((void)sizeof(cs))
+#define cfs_cs_request_done(cs, op, res, bytes, latency_ns, flags)                                 \
+	((void)sizeof(cs), (void)sizeof(op), (void)sizeof(res), (void)sizeof(bytes),              \
+	 (void)sizeof(latency_ns), (void)sizeof(flags))
+#define cfs_cs_open(cs, direct) ((void)sizeof(cs), (void)sizeof(direct))
+#define cfs_cs_close() ((void)0)
 #else
 #define CFS_STATS_ENABLED 1
 /* A READ or WRITE request starts being served (in-flight gauges). */
