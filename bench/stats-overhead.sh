@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# bench/stats-overhead.sh — what the per-chunk statistics cost (issue 5: at
+# most 3% of IOPS at 4 KiB QD32): the same chunkfs built twice, normally and
+# with counting compiled out (make CFS_NO_STATS=1), each mounted in turn on
+# the same image file and driven by fio: 4 KiB random reads, QD32, io_uring,
+# O_DIRECT, one job, over a 1 GiB chunk written in full first (a read of
+# never-written sectors would be answered from memory).
+# Each repetition mounts both builds, in alternating order (stats first on
+# odd repetitions, nostats first on even ones), so drift on a shared machine
+# lands on both; the summary gives each build's median and the difference.
+#
+# usage: bench/stats-overhead.sh [-n reps] [-r seconds] [-d dir] [-o out.csv]
+#                                [-b bs] [-q depth] [-w rw] [-N]
+#   -n  repetitions (default 5)
+#   -r  seconds per fio run (default 20)
+#   -d  directory on a disk filesystem for the image (default /var/tmp)
+#   -o  CSV output (default bench/results/stats-overhead-<time>.csv)
+#   -b  block size (default 4k); -q queue depth (default 32);
+#   -w  fio rw (default randread)
+#   -N  do not (re)build; use build/$BUILD and build/$BUILD-nostats as they are
+# Environment: BUILD (default release).
+# Needs root (FUSE), fio and python3.
+set -euo pipefail
+
+reps=5
+runtime=20
+dir=/var/tmp
+out=
+bs=4k
+qd=32
+rw=randread
+build=1
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-release}
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
+
+while getopts "n:r:d:o:b:q:w:Nh" opt; do
+	case $opt in
+	n) reps=$OPTARG ;;
+	r) runtime=$OPTARG ;;
+	d) dir=$OPTARG ;;
+	o) out=$OPTARG ;;
+	b) bs=$OPTARG ;;
+	q) qd=$OPTARG ;;
+	w) rw=$OPTARG ;;
+	N) build=0 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+
+[ "$(id -u)" -eq 0 ] || { echo "stats-overhead: needs root (FUSE mounts)" >&2; exit 2; }
+command -v fio >/dev/null || { echo "stats-overhead: needs fio" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "stats-overhead: needs python3" >&2; exit 2; }
+
+if [ $build -eq 1 ]; then
+	make -C "$root" -s BUILD="$BUILD" all
+	make -C "$root" -s BUILD="$BUILD" CFS_NO_STATS=1 all
+fi
+declare -A bin=([stats]=$root/build/$BUILD/chunkfs [nostats]=$root/build/$BUILD-nostats/chunkfs)
+for v in stats nostats; do
+	[ -x "${bin[$v]}" ] || { echo "stats-overhead: no ${bin[$v]}" >&2; exit 2; }
+done
+
+stamp=$(date +%Y%m%d-%H%M%S)
+[ -n "$out" ] || out=$root/bench/results/stats-overhead-$stamp.csv
+mkdir -p "$(dirname "$out")"
+work=$(mktemp -d "$dir/cfs-stats-overhead.XXXXXX")
+mnt=$work/mnt
+img=$work/store.img
+mkdir -p "$mnt"
+pid=
+
+unmount() {
+	if awk -v d="$mnt" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts; then
+		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	fi
+	# the daemon writes its checkpoint after the unmount returns
+	if [ -n "$pid" ]; then
+		for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		pid=
+	fi
+}
+cleanup() {
+	unmount
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+
+mount_build() {
+	"${bin[$1]}" -f "$img" "$mnt" >>"$work/daemon-$1.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 200); do
+		awk -v d="$mnt" '$2 == d && $3 == "fuse.chunkfs" { f = 1 } END { exit !f }' \
+			/proc/self/mounts && return 0
+		kill -0 "$pid" 2>/dev/null || { cat "$work/daemon-$1.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "stats-overhead: $1 did not mount" >&2
+	exit 1
+}
+
+"$root/build/$BUILD/mkchunkfs" -q -s 2G --sparse "$img"
+mount_build stats
+dd if=/dev/urandom of="$mnt/chunk" bs=1M count=1024 oflag=direct status=none
+unmount
+
+echo "rep,build,bs,qd,rw,runtime_s,iops,lat_mean_us,lat_p99_us" >"$out"
+run_one() { # build rep
+	local v=$1 rep=$2 json
+	mount_build "$v"
+	json=$work/fio-$v-$rep.json
+	fio --name=stats-overhead --filename="$mnt/chunk" --rw="$rw" --bs="$bs" \
+		--iodepth="$qd" --ioengine=io_uring --direct=1 --numjobs=1 --size=1g \
+		--norandommap --randrepeat=0 --time_based --runtime="$runtime" --ramp_time=2 \
+		--output-format=json --output="$json" >/dev/null
+	unmount
+	python3 - "$json" "$v" "$rep" "$bs" "$qd" "$rw" "$runtime" >>"$out" <<'EOF'
+import json, sys
+path, v, rep, bs, qd, rw, runtime = sys.argv[1:]
+job = json.load(open(path))["jobs"][0]
+side = job["read"] if job["read"]["io_bytes"] else job["write"]
+clat = side["clat_ns"]
+p99 = clat.get("percentile", {}).get("99.000000", 0)
+print(f"{rep},{v},{bs},{qd},{rw},{runtime},{side['iops']:.0f},{clat['mean']/1000:.1f},{p99/1000:.1f}")
+EOF
+	tail -n 1 "$out"
+}
+
+for rep in $(seq "$reps"); do
+	if [ $((rep % 2)) -eq 1 ]; then order="stats nostats"; else order="nostats stats"; fi
+	for v in $order; do run_one "$v" "$rep"; done
+done
+
+python3 - "$out" <<'EOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+med = {}
+for v in ("nostats", "stats"):
+    iops = [float(r["iops"]) for r in rows if r["build"] == v]
+    lat = [float(r["lat_mean_us"]) for r in rows if r["build"] == v]
+    med[v] = statistics.median(iops)
+    print(f"{v:8} median IOPS {med[v]:9.0f}  (runs: {', '.join(f'{x:.0f}' for x in iops)})"
+          f"  median mean latency {statistics.median(lat):.1f} us")
+cost = (med["nostats"] - med["stats"]) / med["nostats"] * 100
+print(f"statistics cost: {cost:+.2f}% of IOPS (target: at most 3%)")
+EOF
+echo "raw runs: $out"
