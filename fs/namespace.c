@@ -2835,11 +2835,29 @@ static int ino_cmp(const void *a, const void *b)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
+/* Index of ino in list (sorted by ino_cmp; ino is in it). */
+static uint64_t list_index(struct cfs_inode **list, uint64_t count, uint64_t ino)
+{
+	uint64_t lo = 0, hi = count;
+
+	while (lo + 1 < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (list[mid]->ino <= ino)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	CFS_FS_ASSERT(list[lo]->ino == ino);
+	return lo;
+}
+
 int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 {
 	struct cfs_ns *ns = ns_of(fs);
 	struct cfs_inode **list = NULL, *root;
 	uint64_t count = 0, dangling = 0, orphans = 0;
+	bool *named = NULL; /* by list index: some entry names it */
 	struct cfs_txn txn;
 	int ret = 0;
 
@@ -2879,6 +2897,11 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 		goto out_unlock;
 	}
 	qsort(list, count, sizeof(*list), ino_cmp);
+	named = calloc(count ? count : 1, sizeof(*named));
+	if (!named) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
 	/* 1. Rebuild the allocator from the maps; a unit mapped twice is
 	 *    corruption the mount must not paper over. */
 	for (uint64_t i = 0; i < count; i++) {
@@ -2914,6 +2937,8 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 
 			if (child && is_dir(child))
 				child->parent_ino = list[i]->ino;
+			if (child)
+				named[list_index(list, count, child->ino)] = true;
 			if (!d || child)
 				continue;
 			cfs_txn_begin(&txn, fs->journal);
@@ -2927,16 +2952,26 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 		cfs_fs_log(fs, "removed %llu directory entries naming missing inodes",
 			   (unsigned long long)dangling);
 	/* 3. Orphans: inodes without links left by a crash while they were
-	 *    open. Read-only mounts keep them (inode_maybe_delete refuses). */
+	 *    open. Read-only mounts keep them (inode_maybe_delete refuses).
+	 *    An inode with no links that an entry still names is not an
+	 *    orphan but a wrong link count (a corrupt record): deleting it
+	 *    would lose a reachable file and leave its entries dangling, so
+	 *    it is kept for fsck.chunkfs to repair (found by fuzz_replay). */
 	for (uint64_t i = 0; i < count; i++) {
 		if (list[i]->nlink != 0 || list[i]->ino == CFS_ROOT_INO || fs->mounted_ro)
 			continue;
+		if (named[i]) {
+			cfs_fs_log(fs, "inode %llu has no links but is named: kept (run fsck.chunkfs)",
+				   (unsigned long long)list[i]->ino);
+			continue;
+		}
 		inode_maybe_delete(fs, list[i]);
 		orphans++;
 	}
 	if (orphans)
 		cfs_fs_log(fs, "freed %llu orphan inodes", (unsigned long long)orphans);
 out_free:
+	free(named);
 	free(list);
 out_unlock:
 	pthread_rwlock_unlock(&ns->lock);
