@@ -30,10 +30,15 @@ override CFLAGS   += -std=gnu11 -pthread $(WARN)
 ifeq ($(BUILD),asan)
 override CFLAGS  += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 override LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(BUILD),tsan)
+# ThreadSanitizer for the daemon's threads (loops, committer); libfuse and
+# liburing are not instrumented, so races inside them are not seen.
+override CFLAGS  += -O1 -fsanitize=thread -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=thread
 else ifeq ($(BUILD),debug)
 override CFLAGS  += -O0 -DCFS_DEBUG
 else ifneq ($(BUILD),release)
-$(error BUILD must be release, debug or asan)
+$(error BUILD must be release, debug, asan or tsan)
 endif
 
 # make CFS_NO_STATS=1: the per-chunk statistics compiled out (fs/chunkstat.h),
