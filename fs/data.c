@@ -281,6 +281,16 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		cfs_cs_request_done(c->stats, c->op == OP_READ ? CFS_IO_READ : CFS_IO_WRITE, err,
 				    err ? 0 : c->length_bytes, cfs_now_ns() - c->start_ns, flags);
 	}
+	/* A write the store failed is also the next fsync's answer: an
+	 * application that only checks fsync (PostgreSQL) must not be told
+	 * the data is safe. Refusals of the request itself (EINVAL, EFBIG,
+	 * EROFS) are not kept; ENOSPC is, as Linux reports it to fsync. */
+	if (c->op == OP_WRITE && err && c->inode && err != -EINVAL && err != -EFBIG &&
+	    err != -EROFS) {
+		int none = 0;
+
+		atomic_compare_exchange_strong(&c->inode->write_error, &none, err);
+	}
 	/* The last mark_written is done: the units may go. */
 	if (c->inode)
 		cfs_ns_io_end(fs, c->inode);

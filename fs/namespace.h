@@ -91,6 +91,8 @@ struct cfs_inode {
 
 	_Atomic uint64_t nlookup;	      /* [atomic] FUSE lookup count */
 	_Atomic uint32_t open_count;	      /* [atomic] open file handles */
+	_Atomic int write_error;	      /* [atomic] first -errno of a failed data
+					       * write not yet reported by an fsync */
 	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
 						  * allocated on first use
 						  * (cfs_ns_inode_stats), freed with

@@ -546,6 +546,18 @@ static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 
 	(void)ino;
 	(void)datasync; /* a commit covers data and metadata alike */
+	/* A failed write since the last fsync: reported once, as Linux
+	 * reports a writeback error to the next fsync (errseq). */
+	if (inode) {
+		int werr = atomic_exchange(&inode->write_error, 0);
+
+		if (werr) {
+			cfs_cs_request_done(stats, CFS_IO_FLUSH, werr, 0, cfs_now_ns() - start_ns,
+					    0);
+			cfs_reply_err(req, werr);
+			return;
+		}
+	}
 	if (cfs_daemon.ram || cfs_daemon.read_only) {
 		/* Nothing to make durable: a RAM mount persists nothing, a
 		 * read-only mount changes nothing. */
