@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# fault_eio.sh — device errors through the daemon (-o fault=SPEC):
+#   a read the store fails          -> the application's read gets EIO, the
+#                                      next read works, nothing else changes
+#   a data write the store fails    -> the write gets EIO, and so does the
+#                                      next fsync of that file (once)
+#   a write the store answers ENOSPC -> the write gets ENOSPC
+#   a flush the store fails          -> fsync gets EIO, the mount turns
+#                                      read-only (EROFS) with a log line, and
+#                                      after a remount everything fsynced
+#                                      before is there
+# The fault rules count requests from mount on, so each case first finds
+# how many requests of its kind the mount itself makes (the smallest nth
+# that mounts), and the next one is the application's.
+. "$(dirname "$0")/../lib/common.sh"
+cfs_require_fuse
+cfs_require_cmd python3
+
+img=$CFS_WORK/store.img
+mnt=$CFS_WORK/mnt
+log=$CFS_WORK/daemon.log
+mkdir -p "$mnt"
+cfs_mkfs "$img" 64M
+cfs_mount "$img" "$mnt"
+head -c 4M /dev/urandom >"$mnt/f"
+sum=$(md5sum <"$mnt/f")
+cfs_umount "$mnt" || cfs_fail "unclean unmount"
+
+# mount_with SPEC: daemonized mount (exit status = verdict); 0 if mounted.
+mount_with() {
+	"$CFS_BIN/chunkfs" "$img" "$mnt" -o "wait=10,fault=$1" >>"$log" 2>&1
+}
+umount_wait() {	# the next mount waits for the lock (wait=10)
+	fusermount3 -u "$mnt" 2>/dev/null || true
+}
+cfs_defer "fusermount3 -u '$mnt'"
+
+# first_free OP RULE: mount with op=OP,nth=K,RULE for the smallest K that mounts
+first_free() {
+	local k
+	for ((k = 1; k <= 40; k++)); do
+		if mount_with "op=$1,nth=$k,$2"; then
+			nth=$k
+			cfs_log "op=$1: the mount made $((k - 1)) requests; nth=$k is the application's"
+			return 0
+		fi
+	done
+	cfs_fail "no nth up to 40 lets the mount through (op=$1)"
+}
+
+py() { python3 - "$mnt/f" "$@"; }
+
+# ---- read EIO -----------------------------------------------------------------------
+first_free read err=EIO
+py <<'EOF2' || cfs_fail "read EIO"
+import errno, mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+m = mmap.mmap(-1, 4096)
+try:
+    os.preadv(fd, [m], 0)
+    sys.exit("the failed read succeeded")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("read: %s, expected EIO" % e)
+assert os.preadv(fd, [m], 0) == 4096, "the next read failed"
+EOF2
+[ "$(md5sum <"$mnt/f")" = "$sum" ] || cfs_fail "content changed after a read error"
+umount_wait
+
+# ---- write EIO, reported to the next fsync ------------------------------------------------
+first_free write err=EIO
+py <<'EOF2' || cfs_fail "write EIO"
+import errno, mmap, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+m = mmap.mmap(-1, 4096)
+m.write(b"x" * 4096)
+try:
+    os.pwritev(fd, [m], 0)
+    sys.exit("the failed write succeeded")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("write: %s, expected EIO" % e)
+try:
+    os.fsync(fd)
+    sys.exit("fsync after a failed write succeeded")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("fsync: %s, expected EIO" % e)
+os.fsync(fd)  # reported once
+assert os.pwritev(fd, [m], 0) == 4096
+os.fsync(fd)
+EOF2
+umount_wait
+
+# ---- write ENOSPC from the store ---------------------------------------------------------
+first_free write err=ENOSPC
+py <<'EOF2' || cfs_fail "write ENOSPC"
+import errno, mmap, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+m = mmap.mmap(-1, 4096)
+m.write(b"y" * 4096)
+try:
+    os.pwritev(fd, [m], 8192)
+    sys.exit("the failed write succeeded")
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        sys.exit("write: %s, expected ENOSPC" % e)
+EOF2
+umount_wait
+
+# ---- flush EIO: read-only, said in the log ---------------------------------------------------
+# In the foreground this time, so the daemon's log line is in its log file
+# (a daemonized chunkfs logs to syslog).
+first_free flush err=EIO
+umount_wait
+cfs_mount "$img" "$mnt" "wait=10,fault=op=flush,nth=$nth,err=EIO"
+py <<'EOF2' || cfs_fail "flush EIO"
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(fd, b"z" * 100, 0)
+try:
+    os.fsync(fd)
+    sys.exit("fsync with a failed flush succeeded")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("fsync: %s, expected EIO" % e)
+try:
+    open(os.path.join(os.path.dirname(sys.argv[1]), "h"), "w")
+    sys.exit("create after a failed metadata write succeeded")
+except OSError as e:
+    if e.errno != errno.EROFS:
+        sys.exit("create: %s, expected EROFS" % e)
+EOF2
+cfs_umount "$mnt" || true
+cfs_daemon_log "$mnt" | grep -q "failed (.*): the filesystem is read-only from now on" ||
+	{ cfs_daemon_log "$mnt"; cfs_fail "no log line about read-only"; }
+cfs_log "$(cfs_daemon_log "$mnt" | grep -m1 "read-only from now on")"
+cfs_mount "$img" "$mnt" "wait=10"
+[ -f "$mnt/f" ] || cfs_fail "f lost"
+cfs_umount "$mnt" || cfs_fail "unclean unmount"
+[ ! -x "$CFS_BIN/fsck.chunkfs" ] || "$CFS_BIN/fsck.chunkfs" -n "$img" >/dev/null ||
+	cfs_fail "fsck after the faults"
+cfs_log "ok"
