@@ -8,6 +8,10 @@
 # Each repetition mounts both builds, in alternating order (stats first on
 # odd repetitions, nostats first on even ones), so drift on a shared machine
 # lands on both; the summary gives each build's median and the difference.
+# Besides IOPS it records the daemon's CPU time per request (user + system,
+# from /proc/PID/stat around the fio run): on a shared machine IOPS swing
+# with the neighbours' load, CPU per request much less, and on two CPUs the
+# daemon's CPU is what limits IOPS.
 #
 # usage: bench/stats-overhead.sh [-n reps] [-r seconds] [-d dir] [-o out.csv]
 #                                [-b bs] [-q depth] [-w rw] [-N]
@@ -109,24 +113,34 @@ mount_build stats
 dd if=/dev/urandom of="$mnt/chunk" bs=1M count=1024 oflag=direct status=none
 unmount
 
-echo "rep,build,bs,qd,rw,runtime_s,iops,lat_mean_us,lat_p99_us" >"$out"
+# utime + stime of a process, in clock ticks
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+echo "rep,build,bs,qd,rw,runtime_s,iops,lat_mean_us,lat_p99_us,daemon_cpu_us_per_io,load1" >"$out"
 run_one() { # build rep
-	local v=$1 rep=$2 json
+	local v=$1 rep=$2 json t0 t1 load
 	mount_build "$v"
 	json=$work/fio-$v-$rep.json
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	t0=$(cpu_ticks "$pid")
 	fio --name=stats-overhead --filename="$mnt/chunk" --rw="$rw" --bs="$bs" \
 		--iodepth="$qd" --ioengine=io_uring --direct=1 --numjobs=1 --size=1g \
-		--norandommap --randrepeat=0 --time_based --runtime="$runtime" --ramp_time=2 \
+		--norandommap --randrepeat=0 --time_based --runtime="$runtime" \
 		--output-format=json --output="$json" >/dev/null
+	t1=$(cpu_ticks "$pid")
 	unmount
-	python3 - "$json" "$v" "$rep" "$bs" "$qd" "$rw" "$runtime" >>"$out" <<'EOF'
+	python3 - "$json" "$v" "$rep" "$bs" "$qd" "$rw" "$runtime" "$((t1 - t0))" \
+		"$(getconf CLK_TCK)" "$load" >>"$out" <<'EOF'
 import json, sys
-path, v, rep, bs, qd, rw, runtime = sys.argv[1:]
+path, v, rep, bs, qd, rw, runtime, ticks, hz, load = sys.argv[1:]
 job = json.load(open(path))["jobs"][0]
 side = job["read"] if job["read"]["io_bytes"] else job["write"]
 clat = side["clat_ns"]
 p99 = clat.get("percentile", {}).get("99.000000", 0)
-print(f"{rep},{v},{bs},{qd},{rw},{runtime},{side['iops']:.0f},{clat['mean']/1000:.1f},{p99/1000:.1f}")
+ios = side["total_ios"]
+cpu_us = int(ticks) / int(hz) * 1e6 / ios if ios else 0
+print(f"{rep},{v},{bs},{qd},{rw},{runtime},{side['iops']:.0f},{clat['mean']/1000:.1f},"
+      f"{p99/1000:.1f},{cpu_us:.2f},{load}")
 EOF
 	tail -n 1 "$out"
 }
@@ -139,14 +153,26 @@ done
 python3 - "$out" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-med = {}
+med, cpu = {}, {}
 for v in ("nostats", "stats"):
     iops = [float(r["iops"]) for r in rows if r["build"] == v]
     lat = [float(r["lat_mean_us"]) for r in rows if r["build"] == v]
-    med[v] = statistics.median(iops)
-    print(f"{v:8} median IOPS {med[v]:9.0f}  (runs: {', '.join(f'{x:.0f}' for x in iops)})"
-          f"  median mean latency {statistics.median(lat):.1f} us")
+    cpus = [float(r["daemon_cpu_us_per_io"]) for r in rows if r["build"] == v]
+    med[v], cpu[v] = statistics.median(iops), statistics.median(cpus)
+    print(f"{v:8} median IOPS {med[v]:9.0f}  (runs: {', '.join(f'{x:.0f}' for x in iops)})")
+    print(f"{'':8} median mean latency {statistics.median(lat):.1f} us, daemon CPU "
+          f"{cpu[v]:.2f} us per request (runs: {', '.join(f'{x:.2f}' for x in cpus)})")
 cost = (med["nostats"] - med["stats"]) / med["nostats"] * 100
-print(f"statistics cost: {cost:+.2f}% of IOPS (target: at most 3%)")
+print(f"statistics cost: {cost:+.2f}% of IOPS (target: at most 3%), "
+      f"{cpu['stats'] - cpu['nostats']:+.2f} us of daemon CPU per request "
+      f"({(cpu['stats'] - cpu['nostats']) / cpu['nostats'] * 100:+.1f}%)")
+# paired: each repetition ran both builds back to back
+pairs = {}
+for r in rows:
+    pairs.setdefault(r["rep"], {})[r["build"]] = float(r["iops"])
+ratios = [p["stats"] / p["nostats"] for p in pairs.values() if len(p) == 2]
+if ratios:
+    print(f"paired stats/nostats IOPS ratio: median {statistics.median(ratios):.3f} "
+          f"(runs: {', '.join(f'{x:.3f}' for x in ratios)})")
 EOF
 echo "raw runs: $out"
