@@ -260,7 +260,8 @@ void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *
 
 static void hist_merge(struct cfs_latency_hist *dst, const struct cfs_latency_hist *src)
 {
-	uint64_t count = load64(&src->count), min = load64(&src->min_ns), max = load64(&src->max_ns);
+	uint64_t count = load64(&src->count), min = load64(&src->min_ns),
+		 max = load64(&src->max_ns);
 
 	dst->count += count;
 	dst->sum_ns += load64(&src->sum_ns);
@@ -542,8 +543,9 @@ size_t cfs_cs_render_hist(const struct cfs_latency_hist *h, char *buf, size_t si
 
 		if (!count)
 			continue;
-		w = snprintf(n < size ? buf + n : NULL, n < size ? size - n : 0, "%s%" PRIu64 ":%" PRIu64,
-			     n ? " " : "", cfs_hist_bucket_upper_ns(b), count);
+		w = snprintf(n < size ? buf + n : NULL, n < size ? size - n : 0,
+			     "%s%" PRIu64 ":%" PRIu64, n ? " " : "", cfs_hist_bucket_upper_ns(b),
+			     count);
 		n += (size_t)w;
 	}
 	return n;
@@ -672,7 +674,8 @@ size_t cfs_cs_render_field(const struct cfs_cs_view *v, const struct cfs_cs_fiel
 	case K_STAT:
 		return cfs_cs_render_line(v, buf, size);
 	case K_HIST:
-		return cfs_cs_render_hist(&v->snap.io.op[field_info[field_id(f)].op].latency, buf, size);
+		return cfs_cs_render_hist(&v->snap.io.op[field_info[field_id(f)].op].latency, buf,
+					  size);
 	default:
 		break;
 	}
@@ -736,7 +739,8 @@ size_t cfs_cs_list(bool root, bool hidden, char *buf, size_t size)
 		len = CFS_CS_PREFIX_BYTES + strlen(field_table[i].name) + 1;
 		if (n + len <= size) {
 			memcpy(buf + n, CFS_CS_PREFIX, CFS_CS_PREFIX_BYTES);
-			memcpy(buf + n + CFS_CS_PREFIX_BYTES, field_table[i].name, len - CFS_CS_PREFIX_BYTES);
+			memcpy(buf + n + CFS_CS_PREFIX_BYTES, field_table[i].name,
+			       len - CFS_CS_PREFIX_BYTES);
 		}
 		n += len;
 	}
@@ -784,8 +788,9 @@ void cfs_cs_hist_delta(const struct cfs_latency_hist *after, const struct cfs_la
 	memset(delta, 0, sizeof(*delta));
 	delta->max_ns = UINT64_MAX;
 	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++) {
-		uint64_t d = after->bucket[b] >= before->bucket[b] ? after->bucket[b] - before->bucket[b]
-								   : after->bucket[b];
+		uint64_t d = after->bucket[b] >= before->bucket[b]
+				     ? after->bucket[b] - before->bucket[b]
+				     : after->bucket[b];
 
 		delta->bucket[b] = d;
 		delta->count += d;

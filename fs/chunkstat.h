@@ -84,7 +84,7 @@ struct cfs_chunk_stats {
 #define CFS_STATS_ENABLED 0
 #define cfs_cs_request_begin(cs) ((void)sizeof(cs))
 #define cfs_cs_request_done(cs, op, res, bytes, latency_ns, flags)                                 \
-	((void)sizeof(cs), (void)sizeof(op), (void)sizeof(res), (void)sizeof(bytes),              \
+	((void)sizeof(cs), (void)sizeof(op), (void)sizeof(res), (void)sizeof(bytes),               \
 	 (void)sizeof(latency_ns), (void)sizeof(flags))
 #define cfs_cs_open(cs, direct) ((void)sizeof(cs), (void)sizeof(direct))
 #define cfs_cs_close() ((void)0)
@@ -130,9 +130,9 @@ uint64_t cfs_cs_mount_opens_now(void);
  */
 struct cfs_cs_view {
 	struct cfs_chunk_stats snap;
-	bool root;	     /* mount-wide totals and store facts */
-	uint64_t now_ns;     /* CLOCK_REALTIME of the sample ("time") */
-	uint64_t opens_now;  /* chunk: open handles; root: mount-wide */
+	bool root;	    /* mount-wide totals and store facts */
+	uint64_t now_ns;    /* CLOCK_REALTIME of the sample ("time") */
+	uint64_t opens_now; /* chunk: open handles; root: mount-wide */
 	/* chunk */
 	uint32_t page_size_bytes; /* effective (set or default) */
 	uint64_t size_bytes;

@@ -133,7 +133,8 @@ static void usage(FILE *f, const char *prog)
 	fprintf(f,
 		"usage: %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
 		"       %s -o ram,size=SIZE[,dio_align=N][,mlock][,hugepages] NAME MOUNTPOINT\n"
-		"       chunkfs stat [-i SECONDS [-c COUNT]] [-z] [--json | --prom] [MOUNTPOINT | CHUNK ...]\n"
+		"       chunkfs stat [-i SECONDS [-c COUNT]] [-z] [--json | --prom]\n"
+		"                    [MOUNTPOINT | CHUNK ...]\n"
 		"\n"
 		"SOURCE is a block device or image file formatted by mkchunkfs.\n"
 		"\n"

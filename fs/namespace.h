@@ -89,17 +89,17 @@ struct cfs_inode {
 	uint32_t xattr_count;	     /* [lock] */
 	uint32_t xattr_bytes;	     /* [lock] names + values */
 
-	_Atomic uint64_t nlookup;	      /* [atomic] FUSE lookup count */
-	_Atomic uint32_t open_count;	      /* [atomic] open file handles */
-	_Atomic int write_error;	      /* [atomic] first -errno of a failed data
-					       * write not yet reported by an fsync */
+	_Atomic uint64_t nlookup;		 /* [atomic] FUSE lookup count */
+	_Atomic uint32_t open_count;		 /* [atomic] open file handles */
+	_Atomic int write_error;		 /* [atomic] first -errno of a failed data
+						  * write not yet reported by an fsync */
 	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
 						  * allocated on first use
 						  * (cfs_ns_inode_stats), freed with
 						  * the inode; regular files only */
-	struct cfs_extent_map *map;	      /* [const] regular files only, else NULL */
-	struct cfs_dir *dir;		      /* [ns_lock] directories only, else NULL */
-	uint64_t parent_ino;		      /* [ns_lock] directories: ".." */
+	struct cfs_extent_map *map;		 /* [const] regular files only, else NULL */
+	struct cfs_dir *dir;			 /* [ns_lock] directories only, else NULL */
+	uint64_t parent_ino;			 /* [ns_lock] directories: ".." */
 
 	/* Private to namespace.c. */
 	struct cfs_ns *ns;	       /* [const] the owning namespace */

@@ -48,13 +48,13 @@
 enum format { FMT_TABLE, FMT_JSON, FMT_PROM };
 
 struct target {
-	char *name;   /* as shown: the path given or found */
-	char *mount;  /* the mount point it belongs to (may be NULL) */
+	char *name;  /* as shown: the path given or found */
+	char *mount; /* the mount point it belongs to (may be NULL) */
 	dev_t dev;
 	ino_t ino;
-	bool root;    /* mount-wide totals */
-	bool have;    /* cur holds a sample */
-	bool failed;  /* reported unreadable once */
+	bool root;   /* mount-wide totals */
+	bool have;   /* cur holds a sample */
+	bool failed; /* reported unreadable once */
 	struct cfs_stat_sample *prev, *cur;
 };
 
@@ -103,8 +103,7 @@ static int add_target(struct run *r, const char *name, const char *mount, const 
 	struct target *t;
 
 	for (size_t i = 0; i < r->n; i++)
-		if (r->t[i].dev == st->st_dev && r->t[i].ino == st->st_ino &&
-		    r->t[i].root == root)
+		if (r->t[i].dev == st->st_dev && r->t[i].ino == st->st_ino && r->t[i].root == root)
 			return 0; /* the same chunk under another name */
 	if (r->n == TARGETS_MAX)
 		return -E2BIG;
@@ -320,8 +319,8 @@ int cfs_stat_rates(const struct cfs_stat_sample *after, const struct cfs_stat_sa
 		   struct cfs_stat_rates *out)
 {
 	static const char *const keys[] = {
-		"reads",	   "read_bytes",       "read_lat_count", "read_lat_sum_us",
-		"writes",	   "write_bytes",      "write_lat_count", "write_lat_sum_us",
+		"reads",	   "read_bytes",       "read_lat_count",   "read_lat_sum_us",
+		"writes",	   "write_bytes",      "write_lat_count",  "write_lat_sum_us",
 		"fsyncs",	   "fsync_lat_count",  "fsync_lat_sum_us", "errors",
 		"read_lat_p99_us", "write_lat_p99_us",
 	};
@@ -557,9 +556,11 @@ static void print_json(struct run *r, bool first)
 			printf("null");
 		printf(",\"counters\":");
 		json_counters(stdout, t->cur->line);
-		printf(",\"rates\":{\"seconds\":%.6f,\"r_s\":%.3f,\"r_mb_s\":%.6f,\"r_await_ms\":%.3f,"
+		printf(",\"rates\":{\"seconds\":%.6f,\"r_s\":%.3f,\"r_mb_s\":%.6f,\"r_await_ms\":%."
+		       "3f,"
 		       "\"r_p99_ms\":%.3f,\"w_s\":%.3f,\"w_mb_s\":%.6f,\"w_await_ms\":%.3f,"
-		       "\"w_p99_ms\":%.3f,\"fsync_s\":%.3f,\"f_await_ms\":%.3f,\"errors\":%" PRIu64 "}}",
+		       "\"w_p99_ms\":%.3f,\"fsync_s\":%.3f,\"f_await_ms\":%.3f,\"errors\":%" PRIu64
+		       "}}",
 		       x.seconds, x.r_s, x.r_mb_s, x.r_await_ms, x.r_p99_ms, x.w_s, x.w_mb_s,
 		       x.w_await_ms, x.w_p99_ms, x.f_s, x.f_await_ms, x.errors);
 		any = true;
@@ -677,7 +678,7 @@ static void print_prom(struct run *r)
 
 		if (strcmp(last, pm->name) != 0) {
 			printf("# HELP %s %s\n# TYPE %s %s\n", pm->name, pm->help, pm->name,
-			       pm->kind == P_COUNTER ? "counter"
+			       pm->kind == P_COUNTER   ? "counter"
 			       : pm->kind == P_SUMMARY ? "summary"
 						       : "gauge");
 			last = pm->name;
@@ -693,7 +694,8 @@ static void print_prom(struct run *r)
 			prom_labels(t, pm->label, labels, sizeof(labels));
 			if (pm->kind == P_SUMMARY) {
 				for (size_t q = 0; q < 4; q++) {
-					snprintf(key, sizeof(key), "%s%s", pm->key, quantiles[q].key);
+					snprintf(key, sizeof(key), "%s%s", pm->key,
+						 quantiles[q].key);
 					if (!cfs_cs_line_u64(t->cur->line, key, &v))
 						continue;
 					snprintf(ql, sizeof(ql), "quantile=\"%s\"", quantiles[q].q);
@@ -703,7 +705,8 @@ static void print_prom(struct run *r)
 				prom_labels(t, NULL, labels, sizeof(labels));
 				snprintf(key, sizeof(key), "%s_lat_sum_us", pm->key);
 				if (cfs_cs_line_u64(t->cur->line, key, &v))
-					printf("%s_sum{%s} %.6f\n", pm->name, labels, (double)v / 1e6);
+					printf("%s_sum{%s} %.6f\n", pm->name, labels,
+					       (double)v / 1e6);
 				snprintf(key, sizeof(key), "%s_lat_count", pm->key);
 				if (cfs_cs_line_u64(t->cur->line, key, &v))
 					printf("%s_count{%s} %" PRIu64 "\n", pm->name, labels, v);

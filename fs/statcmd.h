@@ -36,7 +36,7 @@ struct cfs_stat_sample {
 /* The numbers of one table row or JSON object: rates over an interval
  * (or since the reset for the first report), in the units shown. */
 struct cfs_stat_rates {
-	double seconds;	   /* length of the interval */
+	double seconds;	       /* length of the interval */
 	double r_s, w_s, f_s;  /* operations per second */
 	double r_mb_s, w_mb_s; /* MB/s (10^6 bytes, as iostat -m) */
 	double r_await_ms, w_await_ms, f_await_ms;

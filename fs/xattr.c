@@ -180,7 +180,8 @@ void cfs_xattr_stats_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	key.field = (uint64_t)(uintptr_t)f;
 	if (size) {
 		/* The read after this thread's probe: exactly the probed text. */
-		cached = cfs_cs_probe_take(&key, s->text, size < CFS_CS_TEXT_MAX ? size : CFS_CS_TEXT_MAX,
+		cached = cfs_cs_probe_take(&key, s->text,
+					   size < CFS_CS_TEXT_MAX ? size : CFS_CS_TEXT_MAX,
 					   cfs_now_ns());
 		if (cached >= 0) {
 			cfs_ns_unpin(FS(), nv.inode);

@@ -285,7 +285,8 @@ Test(chunkstat, root_line_escapes_source)
 	v->backend = "fault(uring)";
 	v->store_bytes = 1ull << 30;
 	cfs_cs_render_line(v, line, sizeof(line));
-	cr_assert_not_null(strstr(line, "source=/srv/my%20chunks/a%3Db%25c%C3%A9.img "), "%s", line);
+	cr_assert_not_null(strstr(line, "source=/srv/my%20chunks/a%3Db%25c%C3%A9.img "), "%s",
+			   line);
 	cr_assert(cfs_cs_line_get(line, "source", value, sizeof(value)));
 	cr_assert_str_eq(value, v->source);
 	cr_assert(cfs_cs_line_get(line, "backend", value, sizeof(value)));
@@ -381,7 +382,8 @@ Test(chunkstat, probe_cache_keeps_four_concurrent_probes)
 		char buf[8];
 
 		for (int i = 0; i < 4; i++) {
-			k[i] = (struct cfs_cs_probe_key){.tid = base + (uint64_t)i, .ino = 2, .field = 9};
+			k[i] = (struct cfs_cs_probe_key){
+				.tid = base + (uint64_t)i, .ino = 2, .field = 9};
 			cr_assert_eq(cfs_cs_probe_put(&k[i], "abc", 3, 100), 0);
 		}
 		for (int i = 0; i < 4; i++)
