@@ -522,7 +522,7 @@ static void *reader_main(void *arg)
 	uint64_t last_ops = 0, last_bytes = 0;
 
 	while (!r->stop) {
-		uint64_t ops, bytes, p50, p99, max;
+		uint64_t ops = 0, bytes = 0, p50 = 0, p99 = 0, max = 0;
 
 		cfs_cs_snapshot(r->cs, &v->snap);
 		v->page_size_bytes = 4096;
@@ -531,8 +531,10 @@ static void *reader_main(void *arg)
 		    !cfs_cs_line_u64(line, "read_bytes", &bytes) ||
 		    !cfs_cs_line_u64(line, "read_lat_p50_us", &p50) ||
 		    !cfs_cs_line_u64(line, "read_lat_p99_us", &p99) ||
-		    !cfs_cs_line_u64(line, "read_lat_max_us", &max))
+		    !cfs_cs_line_u64(line, "read_lat_max_us", &max)) {
 			r->bad = true;
+			break;
+		}
 		/* never backwards, whole 4 KiB requests only, percentiles ordered */
 		if (ops < last_ops || bytes < last_bytes || bytes % 4096 || p50 > p99 || p99 > max)
 			r->bad = true;
