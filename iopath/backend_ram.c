@@ -358,6 +358,18 @@ uint64_t cfs_io_ram_resident_bytes(struct cfs_io *io)
 	return resident * rt->page_bytes;
 }
 
+void *cfs_io_ram_ptr(struct cfs_io *io, uint64_t offset_bytes, uint64_t length_bytes)
+{
+	struct ram_target *rt;
+
+	if (!io || io->ops != &cfs_backend_ram || !io->priv)
+		return NULL;
+	rt = io->priv;
+	if (offset_bytes > rt->size_bytes || length_bytes > rt->size_bytes - offset_bytes)
+		return NULL;
+	return rt->base + offset_bytes;
+}
+
 const struct cfs_backend_ops cfs_backend_ram = {
 	.name = "ram",
 	.version = CFS_BACKEND_OPS_VERSION,

@@ -317,6 +317,22 @@ int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw);
  * Scans the page table: for statfs and tests, not for the data path. */
 uint64_t cfs_io_ram_resident_bytes(struct cfs_io *io);
 
+/*
+ * The bytes of a "ram" target's store at [offset_bytes, +length_bytes), for a
+ * caller that moves them itself instead of queueing a request (the daemon
+ * answers RAM reads straight from here and copies aligned writes in). NULL if
+ * io is not a RAM target or the range leaves it. The store never moves while
+ * io is open. Such a copy is a plain memcpy: it takes no range lock, so a
+ * write through it must first see cfs_io_ranges_locked() false, as
+ * cfs_ioq_queue() does for every write; and it is charged to no statistics.
+ */
+void *cfs_io_ram_ptr(struct cfs_io *io, uint64_t offset_bytes, uint64_t length_bytes);
+
+/* True while some read-modify-write holds a range lock on io (one atomic
+ * load). A write that bypasses cfs_ioq_queue() may go ahead only when this
+ * is false; otherwise it must be queued (and wait for the lock). */
+bool cfs_io_ranges_locked(struct cfs_io *io);
+
 /* ---- fault injection (tests only) ----------------------------------------
  * For targets opened with cfg->fault_spec (syntax in backend_fault.c). */
 

@@ -568,6 +568,11 @@ int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw)
 
 /* ---- set-up ----------------------------------------------------------------- */
 
+bool cfs_io_ranges_locked(struct cfs_io *io)
+{
+	return atomic_load_explicit(&io->locked_ranges, memory_order_acquire) != 0;
+}
+
 int cfs_range_locks_init(struct cfs_io *io)
 {
 	struct cfs_range_locks *l;
