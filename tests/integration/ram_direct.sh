@@ -4,7 +4,7 @@
 # with EINVAL at the default alignment (512) and at dio_align=4096, and every
 # refusal counted in the chunk's statistics; dio_align=0 accepts anything (as
 # tmpfs does) and keeps the bytes right; buffered I/O has no alignment rules;
-# fsync and fdatasync are accepted.
+# fsync and fdatasync are accepted and counted.
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ram.sh"
 cfs_require_fuse
@@ -44,7 +44,7 @@ cfs_log "buffered I/O has no alignment rules"
 printf 'abc' | dd of="$ram/buffered" bs=1 seek=7 status=none
 [ "$(od -An -c -j7 "$ram/buffered" | tr -d ' ')" = abc ] || cfs_fail "buffered unaligned write"
 
-cfs_log "fsync and fdatasync are accepted"
+cfs_log "fsync and fdatasync are accepted and counted"
 python3 - "$ram/direct4096" <<'EOF' || cfs_fail "fsync on the RAM mount"
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_DIRECT)
@@ -55,6 +55,8 @@ d = os.open(os.path.dirname(sys.argv[1]), os.O_RDONLY)
 os.fsync(d)
 os.close(d)
 EOF
+ram_stat_is "$ram/direct4096" fsyncs 2
+ram_stat_is "$ram/direct4096" fsync_errors 0
 cfs_umount "$ram" || cfs_fail "unmount (dio_align=512)"
 
 # ---- dio_align=4096: a 4Kn device ------------------------------------------------

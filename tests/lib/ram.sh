@@ -47,9 +47,29 @@ ram_write_direct() {
 		dd of="$path" bs=1M iflag=fullblock oflag=direct status=none
 }
 
-# ram_misaligned_check FILE N: the chunk's statistics count N O_DIRECT
-# requests refused for their alignment. Until the statistics xattrs exist
-# (issue 5) this only says it could not check.
+# ram_stat PATH KEY: one value of PATH's composite statistics line
+# (user.chunkfs.stat, fs/chunkstat.h), e.g. err_misaligned, writes.
+ram_stat() {
+	python3 - "$1" "$2" <<-'EOF'
+	import os, sys
+	line = os.getxattr(sys.argv[1], "user.chunkfs.stat").decode()
+	kv = dict(f.split("=", 1) for f in line.split())
+	if sys.argv[2] not in kv:
+	    sys.exit("no %s in the statistics of %s" % (sys.argv[2], sys.argv[1]))
+	print(kv[sys.argv[2]])
+	EOF
+}
+
+# ram_stat_is PATH KEY N: the statistic is exactly N.
+ram_stat_is() {
+	local got
+	got=$(ram_stat "$1" "$2") || cfs_fail "statistics of $1 unreadable"
+	[ "$got" = "$3" ] || cfs_fail "$(basename "$1"): $2=$got, expected $3"
+}
+
+# ram_misaligned_check FILE N: the chunk's statistics count exactly N O_DIRECT
+# requests refused for their alignment.
 ram_misaligned_check() {
-	cfs_log "misaligned count of $(basename "$1"): statistics not readable yet (want $2)"
+	ram_stat_is "$1" err_misaligned "$2"
+	cfs_log "$(basename "$1"): err_misaligned=$2"
 }
