@@ -63,6 +63,18 @@ struct gauge {
 	uint64_t max;
 };
 
+struct cfs_cs_shard {
+	_Alignas(64) struct cfs_io_op_stats op[2]; /* CFS_IO_READ, CFS_IO_WRITE */
+	uint64_t err_eio;
+	uint64_t err_enospc;
+	uint64_t err_misaligned;
+	uint64_t err_short;
+	uint64_t err_other;
+	uint64_t rmw_ops;
+};
+
+_Static_assert(CFS_IO_READ == 0 && CFS_IO_WRITE == 1, "shards hold ops 0 and 1");
+
 static struct gauge mount_inflight;
 static struct gauge mount_opens;
 static uint64_t mount_time;	  /* REALTIME ns, set once at mount */
@@ -70,6 +82,7 @@ static uint64_t mount_reset_time; /* start of the totals' period */
 static struct cfs_chunk_stats *slots[CFS_CS_SLOTS];
 static unsigned slot_next;
 static __thread struct cfs_chunk_stats *tls_slot;
+static __thread unsigned tls_index; /* this thread's slot number */
 
 __attribute__((unused)) static void gauge_up(struct gauge *g)
 {
@@ -95,6 +108,7 @@ __attribute__((unused)) static struct cfs_chunk_stats *my_slot(void)
 	if (__builtin_expect(s != NULL, 1))
 		return s;
 	i = __atomic_fetch_add(&slot_next, 1, __ATOMIC_RELAXED) % CFS_CS_SLOTS;
+	tls_index = i;
 	s = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
 	if (!s) {
 		fresh = cfs_cs_new();
@@ -127,46 +141,105 @@ void cfs_cs_request_begin(struct cfs_chunk_stats *cs)
 	gauge_up(&mount_inflight);
 }
 
-static void charge(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res, uint64_t bytes,
-		   uint64_t latency_ns, unsigned flags)
-{
-	struct cfs_io_op_stats *os = &cs->io.op[op];
+/* The counters one request moves: a chunk's io, a shard, or a slot. */
+struct charge_to {
+	struct cfs_io_op_stats *os;
+	uint64_t *err_eio, *err_enospc, *err_misaligned, *err_short, *err_other, *rmw_ops;
+};
 
+static void charge(const struct charge_to *to, int res, uint64_t bytes, uint64_t latency_ns,
+		   unsigned flags)
+{
 	if (res < 0) {
-		add64(&os->errors, 1);
+		add64(&to->os->errors, 1);
 		if (res == -EIO)
-			add64(&cs->io.err_eio, 1);
+			add64(to->err_eio, 1);
 		else if (res == -ENOSPC)
-			add64(&cs->io.err_enospc, 1);
+			add64(to->err_enospc, 1);
 		else if (flags & CFS_CS_MISALIGNED)
-			add64(&cs->io.err_misaligned, 1);
+			add64(to->err_misaligned, 1);
 		else
-			add64(&cs->io.err_other, 1);
+			add64(to->err_other, 1);
 	} else if (bytes) {
-		add64(&os->bytes, bytes);
+		add64(&to->os->bytes, bytes);
 	}
 	if (flags & CFS_CS_SHORT)
-		add64(&cs->io.err_short, 1);
+		add64(to->err_short, 1);
 	if (flags & CFS_CS_RMW)
-		add64(&cs->io.rmw_ops, 1);
-	cfs_hist_record(&os->latency, latency_ns);
-	add64(&os->ops, 1);
-	if (flags & CFS_CS_INFLIGHT)
-		__atomic_fetch_sub(&cs->io.inflight_now, 1, __ATOMIC_RELAXED);
+		add64(to->rmw_ops, 1);
+	cfs_hist_record(&to->os->latency, latency_ns);
+	add64(&to->os->ops, 1);
+}
+
+static void charge_io(struct cfs_io_stats *io, enum cfs_io_op op, int res, uint64_t bytes,
+		      uint64_t latency_ns, unsigned flags)
+{
+	struct charge_to to = {
+		.os = &io->op[op],
+		.err_eio = &io->err_eio,
+		.err_enospc = &io->err_enospc,
+		.err_misaligned = &io->err_misaligned,
+		.err_short = &io->err_short,
+		.err_other = &io->err_other,
+		.rmw_ops = &io->rmw_ops,
+	};
+
+	charge(&to, res, bytes, latency_ns, flags);
+}
+
+/* This thread's shard of cs, allocated on its first request there (NULL:
+ * no memory; the caller charges cs->io instead, just as exactly). */
+static struct cfs_cs_shard *my_shard(struct cfs_chunk_stats *cs)
+{
+	struct cfs_cs_shard **slot = &cs->shard[tls_index % CFS_CS_SHARDS];
+	struct cfs_cs_shard *sh = __atomic_load_n(slot, __ATOMIC_ACQUIRE), *expect = NULL;
+
+	if (__builtin_expect(sh != NULL, 1))
+		return sh;
+	sh = aligned_alloc(_Alignof(struct cfs_cs_shard), sizeof(*sh));
+	if (!sh)
+		return NULL;
+	memset(sh, 0, sizeof(*sh));
+	sh->op[0].latency.min_ns = UINT64_MAX;
+	sh->op[1].latency.min_ns = UINT64_MAX;
+	if (__atomic_compare_exchange_n(slot, &expect, sh, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return sh;
+	free(sh);
+	return expect;
 }
 
 void cfs_cs_request_done(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res, uint64_t bytes,
 			 uint64_t latency_ns, unsigned flags)
 {
-	struct cfs_chunk_stats *slot = my_slot();
+	struct cfs_chunk_stats *slot = my_slot(); /* first: it sets tls_index */
+	struct cfs_cs_shard *sh;
 
 	if ((unsigned)op >= CFS_IO_OP_COUNT)
 		return;
-	if (cs)
-		charge(cs, op, res, bytes, latency_ns, flags);
+	if (cs) {
+		sh = op == CFS_IO_READ || op == CFS_IO_WRITE ? my_shard(cs) : NULL;
+		if (sh) {
+			struct charge_to to = {
+				.os = &sh->op[op],
+				.err_eio = &sh->err_eio,
+				.err_enospc = &sh->err_enospc,
+				.err_misaligned = &sh->err_misaligned,
+				.err_short = &sh->err_short,
+				.err_other = &sh->err_other,
+				.rmw_ops = &sh->rmw_ops,
+			};
+
+			charge(&to, res, bytes, latency_ns, flags);
+		} else {
+			charge_io(&cs->io, op, res, bytes, latency_ns, flags);
+		}
+		if (flags & CFS_CS_INFLIGHT)
+			__atomic_fetch_sub(&cs->io.inflight_now, 1, __ATOMIC_RELAXED);
+	}
 	/* The slot has no in-flight gauge of its own: the mount's is below. */
 	if (slot)
-		charge(slot, op, res, bytes, latency_ns, flags & ~CFS_CS_INFLIGHT);
+		charge_io(&slot->io, op, res, bytes, latency_ns, flags);
 	if (flags & CFS_CS_INFLIGHT)
 		gauge_down(&mount_inflight);
 }
@@ -221,8 +294,45 @@ struct cfs_chunk_stats *cfs_cs_new(void)
 	return cs;
 }
 
+void cfs_cs_free(struct cfs_chunk_stats *cs)
+{
+	if (!cs)
+		return;
+	for (unsigned i = 0; i < CFS_CS_SHARDS; i++)
+		free(cs->shard[i]);
+	free(cs);
+}
+
+static void op_reset(struct cfs_io_op_stats *os)
+{
+	store64(&os->ops, 0);
+	store64(&os->bytes, 0);
+	store64(&os->errors, 0);
+	store64(&os->latency.count, 0);
+	store64(&os->latency.sum_ns, 0);
+	store64(&os->latency.min_ns, UINT64_MAX);
+	store64(&os->latency.max_ns, 0);
+	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++)
+		store64(&os->latency.bucket[b], 0);
+}
+
 void cfs_cs_reset(struct cfs_chunk_stats *cs)
 {
+	for (unsigned i = 0; i < CFS_CS_SHARDS; i++) {
+		struct cfs_cs_shard *sh = __atomic_load_n(&cs->shard[i], __ATOMIC_ACQUIRE);
+
+		if (!sh)
+			continue;
+		op_reset(&sh->op[0]);
+		op_reset(&sh->op[1]);
+		store64(&sh->err_eio, 0);
+		store64(&sh->err_enospc, 0);
+		store64(&sh->err_misaligned, 0);
+		store64(&sh->err_short, 0);
+		store64(&sh->err_other, 0);
+		store64(&sh->rmw_ops, 0);
+	}
+	/* Last, so reset_time moves once everything is zero. */
 	cfs_io_stats_reset(&cs->io);
 	store64(&cs->opens_total, 0);
 	store64(&cs->opens_direct, 0);
@@ -243,21 +353,6 @@ void cfs_cs_mount_reset(void)
 	store64(&mount_reset_time, realtime_ns());
 }
 
-void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *dst)
-{
-	if (!src) {
-		memset(dst, 0, sizeof(*dst));
-		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++)
-			dst->io.op[op].latency.min_ns = UINT64_MAX;
-		dst->io.reset_time_ns = load64(&mount_time);
-		return;
-	}
-	cfs_io_stats_snapshot(&src->io, &dst->io);
-	dst->opens_total = load64(&src->opens_total);
-	dst->opens_direct = load64(&src->opens_direct);
-	dst->opens_buffered = load64(&src->opens_buffered);
-}
-
 static void hist_merge(struct cfs_latency_hist *dst, const struct cfs_latency_hist *src)
 {
 	uint64_t count = load64(&src->count), min = load64(&src->min_ns),
@@ -273,6 +368,44 @@ static void hist_merge(struct cfs_latency_hist *dst, const struct cfs_latency_hi
 		dst->bucket[b] += load64(&src->bucket[b]);
 }
 
+static void op_merge(struct cfs_io_op_stats *dst, const struct cfs_io_op_stats *src)
+{
+	dst->ops += load64(&src->ops);
+	dst->bytes += load64(&src->bytes);
+	dst->errors += load64(&src->errors);
+	hist_merge(&dst->latency, &src->latency);
+}
+
+void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *dst)
+{
+	if (!src) {
+		memset(dst, 0, sizeof(*dst));
+		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++)
+			dst->io.op[op].latency.min_ns = UINT64_MAX;
+		dst->io.reset_time_ns = load64(&mount_time);
+		return;
+	}
+	cfs_io_stats_snapshot(&src->io, &dst->io);
+	dst->opens_total = load64(&src->opens_total);
+	dst->opens_direct = load64(&src->opens_direct);
+	dst->opens_buffered = load64(&src->opens_buffered);
+	for (unsigned i = 0; i < CFS_CS_SHARDS; i++) {
+		const struct cfs_cs_shard *sh = __atomic_load_n(&src->shard[i], __ATOMIC_ACQUIRE);
+
+		dst->shard[i] = NULL;
+		if (!sh)
+			continue;
+		op_merge(&dst->io.op[CFS_IO_READ], &sh->op[0]);
+		op_merge(&dst->io.op[CFS_IO_WRITE], &sh->op[1]);
+		dst->io.err_eio += load64(&sh->err_eio);
+		dst->io.err_enospc += load64(&sh->err_enospc);
+		dst->io.err_misaligned += load64(&sh->err_misaligned);
+		dst->io.err_short += load64(&sh->err_short);
+		dst->io.err_other += load64(&sh->err_other);
+		dst->io.rmw_ops += load64(&sh->rmw_ops);
+	}
+}
+
 void cfs_cs_mount_snapshot(struct cfs_chunk_stats *dst)
 {
 	cfs_cs_snapshot(NULL, dst);
@@ -281,12 +414,8 @@ void cfs_cs_mount_snapshot(struct cfs_chunk_stats *dst)
 
 		if (!s)
 			continue;
-		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++) {
-			dst->io.op[op].ops += load64(&s->io.op[op].ops);
-			dst->io.op[op].bytes += load64(&s->io.op[op].bytes);
-			dst->io.op[op].errors += load64(&s->io.op[op].errors);
-			hist_merge(&dst->io.op[op].latency, &s->io.op[op].latency);
-		}
+		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++)
+			op_merge(&dst->io.op[op], &s->io.op[op]);
 		dst->io.err_eio += load64(&s->io.err_eio);
 		dst->io.err_enospc += load64(&s->io.err_enospc);
 		dst->io.err_misaligned += load64(&s->io.err_misaligned);

@@ -26,10 +26,15 @@
  * The iopath-only fields (short_retries, op[CFS_IO_ZERO]) stay 0: device
  * requests carry no statistics pointer.
  *
+ * READ and WRITE, the hot ones, are charged into one of CFS_CS_SHARDS
+ * shards of the chunk, chosen by the charging thread, and summed when read:
+ * two event loops serving one chunk would otherwise bounce its counter and
+ * histogram cache lines between cores on every request (measured: +250 ns
+ * per request with two threads on one chunk, against ~150 ns alone).
  * Mount-wide totals (the root directory's xattrs) are the same counters
- * charged a second time into per-thread slots, summed when read: a total
- * shared by every loop thread would bounce one cache line between cores on
- * every request. The in-flight and open gauges are mount-wide atomics.
+ * charged a second time into per-thread slots, summed when read. The
+ * in-flight gauges (chunk and mount) stay single atomics: the maximum of a
+ * sum is not the sum of per-shard maxima.
  *
  * Reading never blocks I/O: readers copy with relaxed atomic loads; counters
  * are independent, so a copy taken during I/O may see a request's ops and not
@@ -61,12 +66,21 @@
 #define CFS_CS_TEXT_MAX 65536u
 /* Mount-wide slots: threads beyond this share slots (still exact: atomics). */
 #define CFS_CS_SLOTS 32u
+/* READ/WRITE shards per chunk (threads share them modulo: still exact). */
+#define CFS_CS_SHARDS 4u
+
+/* One thread's share of a chunk's READ and WRITE counters (private). */
+struct cfs_cs_shard;
 
 struct cfs_chunk_stats {
-	struct cfs_io_stats io; /* see the top of this file */
+	struct cfs_io_stats io; /* see the top of this file; op[READ/WRITE]
+				 * and their errors also live in the shards */
 	uint64_t opens_total;	/* successful open/create of the chunk */
 	uint64_t opens_direct;	/* ... with O_DIRECT */
 	uint64_t opens_buffered;
+	struct cfs_cs_shard *shard[CFS_CS_SHARDS]; /* allocated by the first
+						    * request of a thread that
+						    * maps to it */
 };
 
 /* Flags of cfs_cs_request_done(). */
@@ -110,13 +124,15 @@ void cfs_cs_close(void);
 void cfs_cs_mount_start(uint64_t realtime_ns);
 uint64_t cfs_cs_mount_time_ns(void);
 /* A chunk's statistics: zeroed, counting since the mount (a chunk with no
- * I/O yet has simply counted nothing). NULL on -ENOMEM. free() it. */
+ * I/O yet has simply counted nothing). NULL on -ENOMEM. cfs_cs_free() it. */
 struct cfs_chunk_stats *cfs_cs_new(void);
+void cfs_cs_free(struct cfs_chunk_stats *cs);
 /* Zero the counters (not the gauges) and set reset_time to now. Safe
  * against concurrent I/O: a racing completion lands on either side. */
 void cfs_cs_reset(struct cfs_chunk_stats *cs);
 void cfs_cs_mount_reset(void);
-/* Copy with atomic loads. src NULL: a chunk that never counted anything. */
+/* Copy with atomic loads, shards summed into dst->io (dst->shard[] NULL).
+ * src NULL: a chunk that never counted anything. */
 void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *dst);
 /* The mount totals: every slot summed, gauges from the mount-wide atomics. */
 void cfs_cs_mount_snapshot(struct cfs_chunk_stats *dst);

@@ -526,7 +526,7 @@ static void inode_free(struct cfs_inode *inode)
 	cfs_extent_map_destroy(inode->map);
 	dir_free(inode->dir);
 	free(inode->symlink_target);
-	free(atomic_load(&inode->stats));
+	cfs_cs_free(atomic_load(&inode->stats));
 	pthread_mutex_destroy(&inode->lock);
 	free(inode);
 }
@@ -1931,7 +1931,7 @@ struct cfs_chunk_stats *cfs_ns_inode_stats(struct cfs_inode *inode)
 		return NULL;
 	if (atomic_compare_exchange_strong(&inode->stats, &expect, fresh))
 		return fresh;
-	free(fresh);
+	cfs_cs_free(fresh);
 	return expect;
 }
 

@@ -445,7 +445,7 @@ Test(chunkstat, charging_by_kind_and_flags)
 	cfs_cs_request_done(cs, CFS_IO_READ, 0, 512, 1, CFS_CS_INFLIGHT);
 	cfs_cs_snapshot(cs, &snap);
 	cr_assert_eq(snap.io.inflight_now, 0);
-	free(cs);
+	cfs_cs_free(cs);
 }
 
 struct worker {
@@ -503,7 +503,7 @@ Test(chunkstat, concurrent_writers_exact_and_mount_totals)
 	cfs_cs_mount_snapshot(total);
 	cr_assert_eq(total->io.op[CFS_IO_READ].ops, 0);
 	cr_assert_gt(total->io.reset_time_ns, 1700000000ull * 1000000000u);
-	free(cs);
+	cfs_cs_free(cs);
 	free(total);
 }
 
@@ -563,7 +563,7 @@ Test(chunkstat, reader_racing_writers_sees_consistent_values)
 	pthread_join(rd, NULL);
 	cr_assert_not(r.bad);
 	cr_assert_gt(r.samples, 1);
-	free(cs);
+	cfs_cs_free(cs);
 }
 
 /* ---- chunkfs stat's rates ---------------------------------------------------------------- */
