@@ -172,7 +172,13 @@ for r in rows:
     pairs.setdefault(r["rep"], {})[r["build"]] = float(r["iops"])
 ratios = [p["stats"] / p["nostats"] for p in pairs.values() if len(p) == 2]
 if ratios:
-    print(f"paired stats/nostats IOPS ratio: median {statistics.median(ratios):.3f} "
+    # 95% bootstrap interval of the median ratio: how much the noise allows
+    import random
+    random.seed(1)
+    boots = sorted(statistics.median(random.choices(ratios, k=len(ratios)))
+                   for _ in range(2000))
+    print(f"paired stats/nostats IOPS ratio: median {statistics.median(ratios):.3f}, "
+          f"95% interval {boots[50]:.3f}..{boots[1949]:.3f} "
           f"(runs: {', '.join(f'{x:.3f}' for x in ratios)})")
 EOF
 echo "raw runs: $out"
