@@ -631,6 +631,10 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 	atomic_store_explicit(&c->pending, c->nparts + 1, memory_order_relaxed);
 	for (unsigned i = 0; i < c->nparts; i++)
 		part_submit(l, &c->parts[i]);
+	/* Submit now, not once per loop pass: the device starts on this
+	 * request while the loop receives the next one (bench/README.md,
+	 * "Data path (issue 7)"). */
+	cfs_ioq_submit(l->q);
 	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
 		round_done(c);
 }
