@@ -29,8 +29,8 @@
  * READ and WRITE, the hot ones, are charged into one of CFS_CS_SHARDS
  * shards of the chunk, chosen by the charging thread, and summed when read:
  * two event loops serving one chunk would otherwise bounce its counter and
- * histogram cache lines between cores on every request (measured: +250 ns
- * per request with two threads on one chunk, against ~150 ns alone).
+ * histogram cache lines between cores on every request (fs/DAEMON.md,
+ * "Statistics", has the numbers).
  * Mount-wide totals (the root directory's xattrs) are the same counters
  * charged a second time into per-thread slots, summed when read. The
  * in-flight gauges (chunk and mount) stay single atomics: the maximum of a
