@@ -7,7 +7,9 @@
 # 21 ms. An fsync commits with two flushes: at least 10 ms. Bounds allow the
 # histogram's bucket width (6.25%) plus daemon and FUSE time on a busy
 # machine; the slow and fast groups are 20 times apart, so the bounds still
-# tell them apart.
+# tell them apart. p99.9 and max of 400 samples are one sample each: on a
+# shared machine one of them can be delayed by tens of ms (seen: 48 ms), so
+# their upper bounds only catch nonsense.
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 cfs_require_fuse
@@ -31,12 +33,12 @@ getfattr --only-values -n user.chunkfs.stat "$mnt/c" | tr ' ' '\n' | grep '^read
 cfs_expect_range "$mnt/c" read_lat_min_us 1000 1500
 cfs_expect_range "$mnt/c" read_lat_p50_us 1000 2000
 cfs_expect_range "$mnt/c" read_lat_p90_us 1000 5000
-cfs_expect_range "$mnt/c" read_lat_p99_us 21000 26000
-cfs_expect_range "$mnt/c" read_lat_p999_us 21000 30000
-cfs_expect_range "$mnt/c" read_lat_max_us 21000 30000
+cfs_expect_range "$mnt/c" read_lat_p99_us 21000 40000
+cfs_expect_range "$mnt/c" read_lat_p999_us 21000 200000
+cfs_expect_range "$mnt/c" read_lat_max_us 21000 200000
 # sum: 380 x ~1 ms + 20 x ~21 ms = ~800 ms
-cfs_expect_range "$mnt/c" read_lat_sum_us 800000 1200000
-cfs_expect_range "$mnt/c" read_lat_avg_us 2000 3000
+cfs_expect_range "$mnt/c" read_lat_sum_us 800000 2000000
+cfs_expect_range "$mnt/c" read_lat_avg_us 2000 5000
 # the histogram: 400 reads, the 20 slow ones at 21 ms or more (a fast one
 # slowed down by the machine may join them), nothing below 1 ms
 hist=$(cfs_stat "$mnt/c" read_hist)
@@ -49,7 +51,7 @@ assert total == 400 and 20 <= slow <= 22, (total, slow)
 assert min(up for up, c in pairs) >= 1_000_000, pairs
 EOF
 # the root saw the same reads
-cfs_expect_range "$mnt" read_lat_p99_us 21000 26000
+cfs_expect_range "$mnt" read_lat_p99_us 21000 40000
 
 cfs_log "fsync: a commit flushes twice, 5 ms each"
 stats_util fsync "$mnt/c" 10 write
