@@ -70,9 +70,16 @@ class Writer:
         self.ack = open(ack, "a", buffering=1)
         self.files = []  # acknowledged names in this dir
         self.seq = 0
+        # soak.sh detaches a dead mount lazily while writers may still run:
+        # paths then resolve on the directory under the mount point, and
+        # what is written there must never be acknowledged.
+        self.root = root
+        self.mount_dev = os.stat(root).st_dev
         os.makedirs(self.dir, exist_ok=True)
 
     def mark(self, line):
+        if os.stat(self.root).st_dev != self.mount_dev:
+            os._exit(0)
         self.ack.write("%d %s\n" % (self.index, line))
         self.ack.flush()
 
