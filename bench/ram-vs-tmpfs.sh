@@ -11,7 +11,11 @@
 #   seed's baseline, on the disk filesystem itself buffered and O_DIRECT.
 # Every case runs N times; each repetition visits the targets in a rotated
 # order so drift on a shared machine lands on all of them; the summary shows
-# medians and the ratios the issue sets targets for.
+# medians, and the ratios the issue sets targets for both as a ratio of
+# medians and as the median of per-repetition ratios (the targets of one
+# repetition run back to back, so a neighbour's load swings them together).
+# The programs are copied first: a rebuild in the tree during the run does
+# not change what is measured.
 #
 # usage: bench/ram-vs-tmpfs.sh [-n reps] [-r seconds] [-d dir] [-o out.csv]
 #                              [-c case,case...] [-t target,target...] [-k]
@@ -39,7 +43,6 @@ only_targets=
 keep=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/${BUILD:-release}
-ckpt=$bin/bench/temp_checkpoint
 file_bytes=$((1 << 30))
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
@@ -61,7 +64,7 @@ done
 [ "$(id -u)" = 0 ] || { echo "ram-vs-tmpfs: needs root (FUSE and tmpfs mounts)" >&2; exit 77; }
 command -v fio >/dev/null || { echo "ram-vs-tmpfs: fio is not installed" >&2; exit 77; }
 command -v python3 >/dev/null || { echo "ram-vs-tmpfs: needs python3" >&2; exit 77; }
-for b in "$bin/chunkfs" "$bin/mkchunkfs" "$ckpt"; do
+for b in "$bin/chunkfs" "$bin/mkchunkfs" "$bin/bench/temp_checkpoint"; do
 	[ -x "$b" ] || { echo "ram-vs-tmpfs: $b not built (make bench-build)" >&2; exit 2; }
 done
 
@@ -72,6 +75,10 @@ img=$dir/cfs-ram-vs-tmpfs.img
 base=$dir/cfs-ram-vs-tmpfs.base
 declare -A mnt=([ram]=$work/ram [tmpfs]=$work/tmpfs [img]=$work/img)
 declare -A pid=()
+mkdir -p "$work/bin"
+cp "$bin/chunkfs" "$bin/mkchunkfs" "$bin/bench/temp_checkpoint" "$work/bin/"
+bin=$work/bin
+ckpt=$bin/temp_checkpoint
 
 selected() { # list item
 	[ -z "$1" ] || [[ ",$1," == *",$2,"* ]]
@@ -213,16 +220,25 @@ med = {}
 for t, c, rep, iops, mbps, p50, p99, avg, worst in rows:
     key = (t, c)
     med.setdefault(key, []).append([float(x) if x else 0.0 for x in (iops, mbps, p50, p99, avg, worst)])
+reps = {}
+for t, c, rep, iops, mbps, p50, p99, avg, worst in rows:
+    reps.setdefault((c, rep), {})[t] = float(iops or 0), float(mbps or 0)
 def m(t, c, i):
     v = med.get((t, c))
     return statistics.median(x[i] for x in v) if v else None
+def paired(a, b, c, i):
+    """Median over the repetitions of a/b measured back to back."""
+    r = [v[a][i] / v[b][i] for (cc, _), v in reps.items()
+         if cc == c and a in v and b in v and v[b][i]]
+    return "%.2fx" % statistics.median(r) if r else "-"
 cases = [c for c in ("randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd1",
                      "randwrite-4k-qd32", "seqread-1m-qd8", "seqwrite-1m-qd8")
          if any(k[1] == c for k in med)]
 if cases:
     print("fio, medians: IOPS (MB/s for 1 MiB) and p50/p99 latency in us")
-    print("%-18s %10s %10s %10s %8s %8s   %-13s %-13s %-13s" % ("case", "ram", "tmpfs", "img",
-          "ram/tmpfs", "ram/img", "ram p50/p99", "tmpfs p50/p99", "img p50/p99"))
+    print("%-18s %10s %10s %10s %9s %9s %8s   %-13s %-13s %-13s" % ("case", "ram", "tmpfs",
+          "img", "ram/tmpfs", "(paired)", "ram/img", "ram p50/p99", "tmpfs p50/p99",
+          "img p50/p99"))
     for c in cases:
         i = 1 if c.startswith("seq") else 0
         v = {t: m(t, c, i) for t in ("ram", "tmpfs", "img")}
@@ -230,9 +246,10 @@ if cases:
                for t in v}
         fmt = lambda x: "-" if x is None else ("%.0f" % x if i == 0 else "%.1f" % x)
         ratio = lambda a, b: "-" if a is None or not b else "%.2fx" % (a / b)
-        print("%-18s %10s %10s %10s %8s %8s   %-13s %-13s %-13s" % (c, fmt(v["ram"]),
+        print("%-18s %10s %10s %10s %9s %9s %8s   %-13s %-13s %-13s" % (c, fmt(v["ram"]),
               fmt(v["tmpfs"]), fmt(v["img"]), ratio(v["ram"], v["tmpfs"]),
-              ratio(v["ram"], v["img"]), lat["ram"], lat["tmpfs"], lat["img"]))
+              paired("ram", "tmpfs", c, i), ratio(v["ram"], v["img"]), lat["ram"],
+              lat["tmpfs"], lat["img"]))
 ck = [t for t in ("disk-buffered", "disk-direct", "tmpfs", "img", "ram") if (t, "checkpoint") in med]
 if ck:
     b = m("disk-buffered", "checkpoint", 4)
