@@ -39,15 +39,16 @@ cfs_expect_range "$mnt/c" read_lat_max_us 21000 200000
 # sum: 380 x ~1 ms + 20 x ~21 ms = ~800 ms
 cfs_expect_range "$mnt/c" read_lat_sum_us 800000 2000000
 cfs_expect_range "$mnt/c" read_lat_avg_us 2000 5000
-# the histogram: 400 reads, the 20 slow ones at 21 ms or more (a fast one
-# slowed down by the machine may join them), nothing below 1 ms
+# the histogram: 400 reads, the 20 slow ones at 21 ms or more (fast ones
+# slowed down by a loaded machine may join them: at most 10 allowed),
+# nothing below 1 ms
 hist=$(cfs_stat "$mnt/c" read_hist)
 python3 - "$hist" <<'EOF' || cfs_fail "read_hist: $hist"
 import sys
 pairs = [tuple(map(int, p.split(":"))) for p in sys.argv[1].split()]
 total = sum(c for up, c in pairs)
 slow = sum(c for up, c in pairs if up >= 21_000_000)
-assert total == 400 and 20 <= slow <= 22, (total, slow)
+assert total == 400 and 20 <= slow <= 30, (total, slow)
 assert min(up for up, c in pairs) >= 1_000_000, pairs
 EOF
 # the root saw the same reads
