@@ -119,19 +119,21 @@ assert v("chunkfs_writes_total", mnt, "mount") == "110"
 assert any(n == "chunkfs_info" and 'backend="uring"' in l for n, l in values), "info"
 EOF
 
-cfs_log "-i 1 -c 3: interval reports"
-stat_cmd -i 1 -c 3 --json "$mnt/dbs/c2" >"$CFS_WORK/intervals" &
+cfs_log "-i 1 -c 4: interval reports"
+# 200 reads right after the first report; three 1 s intervals leave a busy
+# machine time to finish them before the last
+stat_cmd -i 1 -c 4 --json "$mnt/dbs/c2" >"$CFS_WORK/intervals" &
 sp=$!
-sleep 1.3
+sleep 0.3
 dd if="$mnt/dbs/c2" of=/dev/null bs=4k count=200 iflag=direct status=none
 wait $sp || cfs_fail "chunkfs stat -i"
 python3 - "$CFS_WORK/intervals" <<'EOF' || cfs_fail "intervals: $(cat "$CFS_WORK/intervals")"
 import json, sys
 reports = [json.loads(l) for l in open(sys.argv[1])]
-assert len(reports) == 3, len(reports)
+assert len(reports) == 4, len(reports)
 assert reports[0]["since_reset"] and not reports[1]["since_reset"]
 reads = [r["targets"][0]["counters"]["reads"] for r in reports]
-assert reads[2] - reads[0] == 200, reads
+assert reads[3] - reads[0] == 200, reads
 moved = sum(r["targets"][0]["rates"]["r_s"] * r["targets"][0]["rates"]["seconds"] for r in reports[1:])
 assert abs(moved - 200) < 1, moved
 for r in reports[1:]:
