@@ -498,3 +498,66 @@ Test(ram, submit_and_reap_on_two_threads)
 	cfs_ioq_destroy(ra.q);
 	cfs_io_close(io);
 }
+
+static void rmw_done(struct cfs_io_req *req, int res)
+{
+	*(int *)req->cookie = res;
+}
+
+/* The daemon's RAM path (fs/data.c ram_read/ram_write) copies through
+ * cfs_io_ram_ptr() and may do so only while no read-modify-write holds a
+ * range lock (cfs_io_ranges_locked()). */
+Test(ram, direct_pointer_and_range_lock_flag)
+{
+	struct cfs_io *io = open_ram(4 * MIB, 512, 0);
+	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_io_config ncfg = {.backend = "null", .size_bytes = MIB};
+	struct cfs_io *null_io = NULL;
+	uint8_t *w = xalloc(4096, 4096), *r = xalloc(4096, 4096), *p;
+	uint8_t patch[10];
+	int res = 1;
+	struct cfs_io_rmw rmw = {
+		.req = {.op = CFS_IO_WRITE, .offset_bytes = 100, .length_bytes = sizeof(patch),
+			.buf = patch, .done = rmw_done, .cookie = &res},
+	};
+
+	p = cfs_io_ram_ptr(io, 0, 4 * MIB);
+	cr_assert_not_null(p);
+	cr_assert_eq(cfs_io_ram_ptr(io, MIB, 4096), p + MIB);
+	cr_assert_eq(cfs_io_ram_ptr(io, 4 * MIB, 0), p + 4 * MIB);
+	cr_assert_null(cfs_io_ram_ptr(io, 4 * MIB, 1), "past the end");
+	cr_assert_null(cfs_io_ram_ptr(io, 1, 4 * MIB), "past the end");
+	cr_assert_null(cfs_io_ram_ptr(NULL, 0, 0));
+	cr_assert_eq(cfs_io_open(&ncfg, &null_io), 0);
+	cr_assert_null(cfs_io_ram_ptr(null_io, 0, 0), "not a RAM target");
+	cfs_io_close(null_io);
+
+	/* One store: a queued write shows through the pointer, a copy
+	 * through the pointer shows to a queued read. */
+	fill(w, 4096, 5);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, MIB, 4096, w, NULL), 4096);
+	cr_assert_eq(memcmp(p + MIB, w, 4096), 0);
+	fill(w, 4096, 6);
+	memcpy(p + 2 * MIB, w, 4096);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 2 * MIB, 4096, r, NULL), 4096);
+	cr_assert_eq(memcmp(r, w, 4096), 0);
+
+	/* A read-modify-write holds its lock from start to done(). */
+	cr_assert(!cfs_io_ranges_locked(io));
+	memset(patch, 0x5a, sizeof(patch));
+	cr_assert_eq(cfs_io_rmw_start(q, &rmw), 0);
+	cr_assert(cfs_io_ranges_locked(io), "no lock while the rmw is in flight");
+	for (int i = 0; i < 100 && res == 1; i++) {
+		cfs_ioq_submit(q);
+		cfs_ioq_reap(q, 0);
+	}
+	cr_assert_eq(res, (int)sizeof(patch));
+	cr_assert(!cfs_io_ranges_locked(io), "lock left after done()");
+	cr_assert_eq(p[100], 0x5a);
+	cr_assert_eq(p[109], 0x5a);
+	cr_assert_eq(p[110], 0);
+	free(w);
+	free(r);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
