@@ -8,6 +8,9 @@ build-essential pkg-config make gcc clang
 libfuse3-dev fuse3 liburing-dev libxxhash-dev libblkid-dev
 libcriterion-dev
 util-linux mount procps python3 e2fsprogs xfsprogs attr fio
+dpkg-dev debhelper fakeroot lintian
+gnuplot-nox
+postgresql-15 postgresql-client-15
 "
 
 missing=""
