@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# pg_tablespace.sh — PostgreSQL 15 on chunkfs (issue 9), the bounded version
+# of bench/pgbench.sh: a cluster with data checksums on local disk, its
+# tables and indexes in a tablespace on a chunkfs store mount (pg_tblspc/OID
+# is a symlink into the mount: the chunk-symlink pattern), its temp space on
+# a chunkfs RAM mount, the server running as postgres (allow_other).
+#
+#   pgbench -i into the tablespace, a timed pgbench run, a sort that spills
+#   (every temp file PostgreSQL logs is in the RAM mount's tablespace, and
+#   the RAM mount counted at least the bytes the sort says it wrote),
+#   pg_amcheck clean, stop, pg_checksums clean offline, start; kill -9 of the
+#   postmaster and its processes under a pgbench load, start: crash recovery
+#   ran, pg_amcheck clean, the pgbench balances agree; the relation files'
+#   statistics (read through pg_tblspc's symlink) show the writes and fsyncs.
+#
+# Skips (77) only when PostgreSQL is not installed. About 2 minutes;
+# PG_TEST_SECONDS sets the timed run (default 20).
+. "$(dirname "$0")/../lib/common.sh"
+. "$CFS_ROOT/tests/lib/stats.sh"
+. "$CFS_ROOT/tests/lib/pg.sh"
+cfs_require_fuse
+pg_require
+cfs_require_cmd getfattr pgrep
+
+secs=${PG_TEST_SECONDS:-20}
+scale=5
+img=$CFS_WORK/store.img
+mnt=$CFS_WORK/mnt
+ram=$CFS_WORK/ram
+db=bench
+
+# Mounts first: cleanup runs in reverse, so the server stops before them.
+cfs_mkfs "$img" 1G
+chmod 755 "$CFS_WORK"
+cfs_mount "$img" "$mnt" allow_other
+cfs_mount ram "$ram" ram,size=256M,allow_other
+install -d -o "$PG_USER" -g "$PG_USER" -m 700 "$mnt/pgts" "$ram/pgtemp"
+
+pg_init "$CFS_WORK/pgdata" "shared_buffers = 32MB" "log_temp_files = 0" \
+	"checkpoint_timeout = 30s" "max_wal_size = 256MB" "log_checkpoints = on"
+pg_start
+pg_sql "CREATE TABLESPACE cfs LOCATION '$mnt/pgts'"
+pg_sql "CREATE TABLESPACE cfs_temp LOCATION '$ram/pgtemp'"
+pg_sql "ALTER SYSTEM SET temp_tablespaces = 'cfs_temp'"
+pg_sql "SELECT pg_reload_conf()" >/dev/null
+pg_sql "CREATE DATABASE $db"
+ts_oid=$(pg_sql "SELECT oid FROM pg_tablespace WHERE spcname = 'cfs'")
+temp_oid=$(pg_sql "SELECT oid FROM pg_tablespace WHERE spcname = 'cfs_temp'")
+[ "$(readlink "$PGDATA/pg_tblspc/$ts_oid")" = "$mnt/pgts" ] ||
+	cfs_fail "pg_tblspc/$ts_oid -> $(readlink "$PGDATA/pg_tblspc/$ts_oid"), not the mount"
+[ "$(readlink "$PGDATA/pg_tblspc/$temp_oid")" = "$ram/pgtemp" ] ||
+	cfs_fail "pg_tblspc/$temp_oid -> $(readlink "$PGDATA/pg_tblspc/$temp_oid"), not the RAM mount"
+
+cfs_log "pgbench -i -s $scale into the chunkfs tablespace"
+pg_as "$PG_BIN/pgbench" -i -q -s $scale --tablespace=cfs --index-tablespace=cfs "$db" \
+	>"$CFS_WORK/pgbench-init.log" 2>&1 ||
+	{ cat "$CFS_WORK/pgbench-init.log" >&2; cfs_fail "pgbench -i"; }
+# Every pgbench table and index, and nothing of them elsewhere.
+inside=$(pg_sql -d $db "SELECT count(*) FROM pg_class WHERE relname LIKE 'pgbench_%' AND reltablespace = $ts_oid")
+outside=$(pg_sql -d $db "SELECT count(*) FROM pg_class WHERE relname LIKE 'pgbench_%' AND reltablespace <> $ts_oid")
+[ "$inside" -eq 7 ] && [ "$outside" -eq 0 ] ||
+	cfs_fail "pgbench relations: $inside in the tablespace (expected 7), $outside elsewhere"
+accounts=$PGDATA/$(pg_sql -d $db "SELECT pg_relation_filepath('pgbench_accounts')")
+case $(readlink -f "$accounts") in
+"$mnt"/pgts/PG_15_*) ;;
+*) cfs_fail "pgbench_accounts is $(readlink -f "$accounts"), not on the mount" ;;
+esac
+size=$(stat -L -c %s "$accounts")
+[ "$size" -ge $((scale * 100000 * 100)) ] || cfs_fail "pgbench_accounts is only $size bytes"
+cfs_log "pgbench_accounts: $size bytes, $(readlink -f "$accounts")"
+
+cfs_log "pgbench -T $secs"
+# -n: no vacuum, and above all no truncation of pgbench_history, whose
+# deltas must keep adding up to the balances across the crash below.
+pg_as "$PG_BIN/pgbench" -n -c 4 -j 2 -T "$secs" "$db" >"$CFS_WORK/pgbench-run.log" 2>&1 ||
+	{ cat "$CFS_WORK/pgbench-run.log" >&2; cfs_fail "pgbench run"; }
+tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial.*/\1/p' "$CFS_WORK/pgbench-run.log")
+done_tx=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$CFS_WORK/pgbench-run.log")
+[ "${done_tx:-0}" -gt 0 ] || { cat "$CFS_WORK/pgbench-run.log" >&2; cfs_fail "no transactions"; }
+cfs_log "tps $tps, $done_tx transactions"
+
+cfs_log "a sort that spills into the RAM mount"
+ram_w0=$(cfs_stat "$ram" write_bytes)
+tmp0=$(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'")
+log_off=$(stat -c %s "$PG_LOG")
+plan=$(pg_sql -d $db "SET work_mem = '64kB';
+	EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+	SELECT * FROM pgbench_accounts ORDER BY bid DESC, abalance, filler, aid DESC")
+# One Sort line per process (a parallel sort has its workers' lines too).
+disk_kb=$(sed -nE 's/.*Sort Method: external merge +Disk: ([0-9]+)kB.*/\1/p' <<<"$plan" |
+	awk '{ s += $1 } END { if (NR) print s }')
+[ -n "$disk_kb" ] || cfs_fail "the sort did not spill: $plan"
+ram_w=$(($(cfs_stat "$ram" write_bytes) - ram_w0))
+sleep 0.6 # pg_stat_database is sent at most every 500 ms
+tmp=$(($(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'") - tmp0))
+cfs_log "sort: Disk ${disk_kb} kB; temp_bytes $tmp; RAM mount write_bytes $ram_w"
+[ "$ram_w" -ge $((disk_kb * 1024)) ] ||
+	cfs_fail "the RAM mount counted $ram_w bytes written, the sort spilled $disk_kb kB"
+[ "$ram_w" -ge "$tmp" ] || cfs_fail "temp_bytes $tmp, but the RAM mount counted $ram_w"
+tail -c +$((log_off + 1)) "$PG_LOG" | grep 'temporary file: path' >"$CFS_WORK/tempfiles" ||
+	cfs_fail "no temporary file logged"
+grep -v "\"pg_tblspc/$temp_oid/PG_15_[0-9]*/pgsql_tmp/" "$CFS_WORK/tempfiles" &&
+	cfs_fail "temporary files outside the RAM tablespace (above)"
+[ "$(cfs_stat "$ram" reads)" -gt 0 ] || cfs_fail "the RAM mount counted no reads (the merge reads the runs)"
+cfs_log "$(wc -l <"$CFS_WORK/tempfiles") temp files, all in pg_tblspc/$temp_oid (the RAM mount)"
+
+cfs_log "pg_amcheck"
+pg_amcheck_all $db >"$CFS_WORK/amcheck.log" 2>&1 ||
+	{ cat "$CFS_WORK/amcheck.log" >&2; cfs_fail "pg_amcheck after the run"; }
+
+balances() {
+	pg_sql -d $db "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' ||
+		(SELECT sum(tbalance) FROM pgbench_tellers) || ' ' ||
+		(SELECT sum(bbalance) FROM pgbench_branches) || ' ' ||
+		(SELECT coalesce(sum(delta), 0) FROM pgbench_history)"
+}
+balances_agree() {
+	local b
+	b=$(balances)
+	read -r a t br h <<<"$b"
+	[ "$a" = "$t" ] && [ "$t" = "$br" ] && [ "$br" = "$h" ] ||
+		cfs_fail "$1: pgbench balances disagree (accounts tellers branches history): $b"
+	cfs_log "$1: balances agree ($b)"
+}
+balances_agree "after the run"
+
+cfs_log "stop, pg_checksums offline, start"
+pg_stop
+pg_as "$PG_BIN/pg_checksums" --check -D "$PGDATA" >"$CFS_WORK/checksums.log" 2>&1 ||
+	{ cat "$CFS_WORK/checksums.log" >&2; cfs_fail "pg_checksums --check"; }
+grep -q '^Bad checksums: *0$' "$CFS_WORK/checksums.log" || cfs_fail "$(cat "$CFS_WORK/checksums.log")"
+cfs_log "$(grep -E '^Blocks scanned' "$CFS_WORK/checksums.log")"
+pg_start
+
+cfs_log "kill -9 under load, crash recovery"
+hist0=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
+pg_as "$PG_BIN/pgbench" -n -c 4 -j 2 -T 60 "$db" >"$CFS_WORK/pgbench-crash.log" 2>&1 &
+bench_pid=$!
+for ((i = 0; i < 300; i++)); do # until the load has committed something
+	sleep 0.1
+	n=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history" 2>/dev/null) || continue
+	[ "$n" -gt $((hist0 + 200)) ] && break
+done
+sleep 2
+pg_crash
+wait $bench_pid && cfs_fail "pgbench did not notice the crash"
+log_off=$(stat -c %s "$PG_LOG")
+pg_start
+tail -c +$((log_off + 1)) "$PG_LOG" >"$CFS_WORK/recovery.log"
+grep -q 'not properly shut down; automatic recovery in progress' "$CFS_WORK/recovery.log" ||
+	{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "no crash recovery in the log"; }
+grep -q 'redo done' "$CFS_WORK/recovery.log" ||
+	{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "recovery did not finish redo"; }
+hist1=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
+[ "$hist1" -gt "$hist0" ] || cfs_fail "no transaction of the crashed load survived ($hist0 -> $hist1)"
+cfs_log "recovered: $((hist1 - hist0)) committed transactions of the crashed load kept"
+pg_amcheck_all $db >"$CFS_WORK/amcheck2.log" 2>&1 ||
+	{ cat "$CFS_WORK/amcheck2.log" >&2; cfs_fail "pg_amcheck after the crash"; }
+balances_agree "after the crash"
+
+cfs_log "statistics of the relation files (through pg_tblspc's symlink)"
+pg_sql "CHECKPOINT"
+for rel in pgbench_accounts pgbench_accounts_pkey pgbench_history; do
+	f=$PGDATA/$(pg_sql -d $db "SELECT pg_relation_filepath('$rel')")
+	getfattr -d "$f" >"$CFS_WORK/stat-$rel" 2>/dev/null || cfs_fail "getfattr -d $f"
+	for k in writes write_bytes fsyncs; do
+		v=$(cfs_stat "$f" $k)
+		[ "$v" -gt 0 ] || cfs_fail "$rel: $k = $v: $(cat "$CFS_WORK/stat-$rel")"
+	done
+	cfs_log "$rel: writes $(cfs_stat "$f" writes), write_bytes $(cfs_stat "$f" write_bytes), fsyncs $(cfs_stat "$f" fsyncs), reads $(cfs_stat "$f" reads)"
+done
+"$CFS_BIN/chunkfs" stat "$mnt" >"$CFS_WORK/stat-table" || cfs_fail "chunkfs stat $mnt"
+grep -q '(all)' "$CFS_WORK/stat-table" || cfs_fail "chunkfs stat: no totals row: $(cat "$CFS_WORK/stat-table")"
+for k in writes fsyncs; do
+	[ "$(cfs_stat "$mnt" $k)" -gt 0 ] || cfs_fail "store mount: $k = 0"
+done
+for k in writes reads; do
+	[ "$(cfs_stat "$ram" $k)" -gt 0 ] || cfs_fail "RAM mount: $k = 0"
+done
+
+pg_stop
+cfs_umount "$ram" || cfs_fail "unmount the RAM mount"
+cfs_umount "$mnt" || cfs_fail "unmount the store"
+cfs_log "ok"
