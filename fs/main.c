@@ -65,6 +65,7 @@
 #include "fs/format.h"
 #include "fs/fs.h"
 #include "fs/statcmd.h"
+#include "fs/transport_uring.h"
 #include "iopath/iopath.h"
 
 #ifndef CFS_VERSION
@@ -107,6 +108,7 @@ struct options {
 	unsigned lock_wait_s;
 	const char *fault_spec;
 	const char *fsname;
+	enum cfs_transport transport; /* -o transport=dev|uring|auto, -o uring */
 	char kernel_flags[256]; /* ro,nosuid,... passed through to the mount */
 };
 
@@ -153,6 +155,10 @@ static void usage(FILE *f, const char *prog)
 		"                     0 = accept anything, as tmpfs)\n"
 		"  -o mlock           RAM: lock the data in memory (never swapped)\n"
 		"  -o hugepages       RAM: ask for transparent huge pages\n"
+		"  -o transport=T     dev (default): /dev/fuse; uring: FUSE over io_uring\n"
+		"                     (kernel 6.14+, enable_uring=Y), refused when off;\n"
+		"                     auto: io_uring where the kernel has it. -o uring\n"
+		"                     is transport=uring\n"
 		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
 		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
@@ -263,6 +269,8 @@ static int parse_one(struct options *o, const char *opt)
 		o->foreground = true;
 	} else if (strcmp(opt, "ram") == 0) {
 		o->ram = true;
+	} else if (strcmp(opt, "uring") == 0) {
+		o->transport = CFS_TRANSPORT_URING;
 	} else if (strcmp(opt, "hide_stats") == 0) {
 		o->hide_stats = true;
 	} else if (strcmp(opt, "mlock") == 0) {
@@ -316,6 +324,18 @@ static int parse_one(struct options *o, const char *opt)
 	} else if (opt_value(opt, "wait", &v)) {
 		if (parse_uint(v, 0, 3600, &o->lock_wait_s))
 			goto bad_value;
+	} else if (opt_value(opt, "transport", &v)) {
+		if (strcmp(v, "dev") == 0)
+			o->transport = CFS_TRANSPORT_DEV;
+		else if (strcmp(v, "uring") == 0)
+			o->transport = CFS_TRANSPORT_URING;
+		else if (strcmp(v, "auto") == 0)
+			o->transport = CFS_TRANSPORT_AUTO;
+		else {
+			fprintf(stderr, "%s: transport=%s: must be dev, uring or auto\n", o->prog,
+				v);
+			return -EINVAL;
+		}
 	} else if (opt_value(opt, "fault", &v)) {
 		o->fault_spec = v;
 	} else if (opt_value(opt, "fsname", &v)) {
@@ -913,7 +933,7 @@ static void request_stop(void)
 	}
 }
 
-enum { TAG_FUSE = 1, TAG_QUEUE, TAG_REMOTE, TAG_STOP };
+enum { TAG_FUSE = 1, TAG_QUEUE, TAG_REMOTE, TAG_STOP, TAG_URING };
 
 static int ep_add(int ep, int fd, uint32_t events, uint64_t tag)
 {
@@ -960,14 +980,20 @@ static void *loop_thread(void *arg)
 	struct cfs_loop *l = arg;
 	struct fuse_session *se = cfs_daemon.se;
 	int fuse_fd = fuse_session_fd(se);
+	/* FUSE over io_uring: ring requests are reaped here, and /dev/fuse
+	 * still carries INIT, FORGET and INTERRUPT (transport_uring.h). */
+	struct cfs_uring_loop *u = cfs_uring_loop_get(cfs_loop_index(l));
 	bool armed = false, stopping = false;
 	int ep;
 
 	cfs_loop_enter(l);
+	if (u)
+		cfs_uring_loop_enter(u);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0 || ep_add(ep, stop_fd, EPOLLIN, TAG_STOP) ||
 	    (cfs_loop_queue_fd(l) >= 0 && ep_add(ep, cfs_loop_queue_fd(l), EPOLLIN, TAG_QUEUE)) ||
-	    ep_add(ep, cfs_loop_remote_fd(l), EPOLLIN, TAG_REMOTE)) {
+	    ep_add(ep, cfs_loop_remote_fd(l), EPOLLIN, TAG_REMOTE) ||
+	    (u && ep_add(ep, cfs_uring_loop_fd(u), EPOLLIN, TAG_URING))) {
 		fuse_log(FUSE_LOG_ERR, "chunkfs: loop %u: epoll: %s\n", cfs_loop_index(l),
 			 strerror(errno));
 		request_stop();
@@ -975,10 +1001,26 @@ static void *loop_thread(void *arg)
 	}
 
 	for (;;) {
-		struct epoll_event evs[4];
-		int n;
+		struct epoll_event evs[5];
+		int n, timeout;
 
 		cfs_loop_work(l);
+		if (u) {
+			/* Requests from the rings, their replies from the RAM
+			 * path or completions, then every commit of the pass
+			 * in one io_uring_enter. */
+			for (int round = 0; round < 4; round++) {
+				n = cfs_uring_loop_work(u, l, !stopping);
+				if (n < 0 && !stopping) {
+					request_stop();
+					stopping = true;
+				}
+				if (n <= 0)
+					break;
+				cfs_loop_work(l);
+			}
+			cfs_uring_loop_flush(u);
+		}
 		if (stopping) {
 			if (cfs_loop_idle(l))
 				break;
@@ -995,7 +1037,13 @@ static void *loop_thread(void *arg)
 			armed = !armed;
 		}
 
-		n = epoll_wait(ep, evs, 4, cfs_loop_poll_timeout_ms(l));
+		/* A ring request arrives as task work that runs when this
+		 * thread leaves a system call (the flush above, or epoll_wait,
+		 * which it interrupts with EINTR): look before sleeping. */
+		timeout = cfs_loop_poll_timeout_ms(l);
+		if (u && cfs_uring_loop_pending(u, l, !stopping))
+			timeout = 0;
+		n = epoll_wait(ep, evs, 5, timeout);
 		if (n < 0 && errno != EINTR) {
 			fuse_log(FUSE_LOG_ERR, "chunkfs: epoll_wait: %s\n", strerror(errno));
 			request_stop();
@@ -1019,6 +1067,9 @@ static void *loop_thread(void *arg)
 			case TAG_REMOTE:
 				drain_eventfd(cfs_loop_remote_fd(l));
 				break;
+			case TAG_URING:
+				cfs_uring_loop_drain(u);
+				break;
 			case TAG_FUSE:
 				if (!stopping && !receive_batch(l, se)) {
 					request_stop();
@@ -1027,6 +1078,8 @@ static void *loop_thread(void *arg)
 			}
 		}
 	}
+	if (u)
+		cfs_uring_loop_stop(u);
 	if (ep >= 0)
 		close(ep);
 	return NULL;
@@ -1119,6 +1172,17 @@ int main(int argc, char **argv)
 	}
 	if (o.fault_spec)
 		signal(SIGUSR1, crash_handler);
+	if (o.transport != CFS_TRANSPORT_DEV) {
+		char why[256];
+
+		if (cfs_uring_available(why, sizeof(why))) {
+			if (o.transport == CFS_TRANSPORT_URING) {
+				say("transport=uring: %s\n", why);
+				goto out_remove_handlers;
+			}
+			o.transport = CFS_TRANSPORT_DEV; /* auto: /dev/fuse */
+		}
+	}
 	if (fuse_session_mount(d->se, o.mountpoint_real)) {
 		say("cannot mount on %s\n", o.mountpoint);
 		goto out_remove_handlers;
@@ -1128,6 +1192,14 @@ int main(int argc, char **argv)
 		  fcntl(fuse_session_fd(d->se), F_GETFL) | O_NONBLOCK)) {
 		say("cannot make /dev/fuse non-blocking: %s\n", strerror(errno));
 		goto out_unmount;
+	}
+	/* Before the loops start: INIT is the first request they read. */
+	if (o.transport != CFS_TRANSPORT_DEV) {
+		ret = cfs_uring_setup(d->se, d->loop_count);
+		if (ret) {
+			say("FUSE over io_uring: %s\n", strerror(-ret));
+			goto out_unmount;
+		}
 	}
 
 	/* Loops run with the stop signals blocked, so they arrive in the main
@@ -1172,6 +1244,18 @@ out_join:
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	free(threads);
+	if (o.transport != CFS_TRANSPORT_DEV) {
+		struct cfs_uring_counts c = {0};
+
+		/* What the tests and the benchmarks check: the rings were in
+		 * use, and /dev/fuse carried little more than INIT and FORGET. */
+		cfs_uring_counts(&c);
+		fuse_log(FUSE_LOG_INFO,
+			 "chunkfs: transport %s: %llu requests over io_uring, %llu reads of "
+			 "/dev/fuse\n",
+			 c.negotiated ? "io_uring" : "/dev/fuse (io_uring not negotiated)",
+			 (unsigned long long)c.ring_requests, (unsigned long long)c.dev_reads);
+	}
 out_unblock:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (crash_requested) {
@@ -1188,6 +1272,8 @@ out_unblock:
 	}
 out_unmount:
 	fuse_session_unmount(d->se);
+	/* After the unmount released every entry the kernel held. */
+	cfs_uring_teardown();
 	/* The checkpoint while the session still exists: fsyncs waiting in
 	 * the committer are answered from cfs_fs_close() and their requests
 	 * belong to the session (after the unmount the replies just fail). */
