@@ -4,6 +4,7 @@
 #   make check           unit + golden + integration tests (tests/run.sh)
 #   make check-asan      the same under ASan + UBSan; fails on any sanitizer report
 #   make install         DESTDIR=... prefix=... (default /usr/local)
+#   make deb             the Debian package into build/deb/ (debian/)
 #   make WERROR=         turn -Werror off (package builds, newer compilers)
 #
 # Module dependencies (enforced by what each program links):
@@ -84,7 +85,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .SECONDARY:
-.PHONY: all check check-unit check-asan bench-build demo install clean lint fuzz fuzz-build
+.PHONY: all check check-unit check-asan bench-build demo install clean lint fuzz fuzz-build deb
 all: $(PROGRAMS)
 
 $(B)/obj/%.o: %.c
@@ -211,6 +212,31 @@ install: all
 	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.chunkfs)
 	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.fuse.chunkfs)
 	$(if $(MANPAGES),install -m 0644 $(MANPAGES) $(DESTDIR)$(mandir)/man8/)
+
+# ---- Debian package --------------------------------------------------------
+# make deb: dpkg-buildpackage -us -uc -b on a copy of the source tree (the
+# tracked files and the untracked ones git does not ignore) in
+# build/deb/chunkfs/, so the package's clean step (make clean) never touches
+# this tree's build/; the .deb, .buildinfo and .changes land in build/deb/.
+# Then lintian, when installed, fails the target on any error or warning.
+# DEB_BUILD_OPTIONS as usual (nocheck: no build-time tests); DEB_JOBS=N.
+DEB_JOBS ?= 2
+deb:
+	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
+		{ echo "make deb: needs dpkg-dev and debhelper (.ci/install-deps.sh)" >&2; exit 1; }
+	rm -rf build/deb && mkdir -p build/deb/chunkfs
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -co --exclude-standard -z | \
+			tar --null -T - --ignore-failed-read -cf - | tar -xf - -C build/deb/chunkfs; \
+	else \
+		tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/deb/chunkfs; \
+	fi
+	cd build/deb/chunkfs && dpkg-buildpackage -us -uc -b -j$(DEB_JOBS)
+	@if command -v lintian >/dev/null; then \
+		echo "lintian build/deb/*.changes"; \
+		lintian --fail-on error,warning build/deb/*.changes; \
+	else echo "make deb: lintian not installed, package not checked"; fi
+	@ls -l build/deb/*.deb
 
 lint:
 	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*.h iopath/*.h

@@ -8,10 +8,12 @@
 #   pgbench -i into the tablespace, a timed pgbench run, a sort that spills
 #   (every temp file PostgreSQL logs is in the RAM mount's tablespace, and
 #   the RAM mount counted at least the bytes the sort says it wrote),
-#   pg_amcheck clean, stop, pg_checksums clean offline, start; kill -9 of the
-#   postmaster and its processes under a pgbench load, start: crash recovery
-#   ran, pg_amcheck clean, the pgbench balances agree; the relation files'
-#   statistics (read through pg_tblspc's symlink) show the writes and fsyncs.
+#   pg_amcheck clean, stop, pg_checksums clean offline, the RAM mount
+#   remounted empty and its directories recreated, start, the sort again;
+#   kill -9 of the postmaster and its processes under a pgbench load, start:
+#   crash recovery ran, pg_amcheck clean, the pgbench balances agree; the
+#   relation files' statistics (read through pg_tblspc's symlink) show the
+#   writes and fsyncs.
 #
 # Skips (77) only when PostgreSQL is not installed. About 2 minutes;
 # PG_TEST_SECONDS sets the timed run (default 20).
@@ -79,30 +81,40 @@ done_tx=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p
 [ "${done_tx:-0}" -gt 0 ] || { cat "$CFS_WORK/pgbench-run.log" >&2; cfs_fail "no transactions"; }
 cfs_log "tps $tps, $done_tx transactions"
 
-cfs_log "a sort that spills into the RAM mount"
-ram_w0=$(cfs_stat "$ram" write_bytes)
-tmp0=$(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'")
-log_off=$(stat -c %s "$PG_LOG")
-plan=$(pg_sql -d $db "SET work_mem = '64kB';
-	EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
-	SELECT * FROM pgbench_accounts ORDER BY bid DESC, abalance, filler, aid DESC")
-# One Sort line per process (a parallel sort has its workers' lines too).
-disk_kb=$(sed -nE 's/.*Sort Method: external merge +Disk: ([0-9]+)kB.*/\1/p' <<<"$plan" |
-	awk '{ s += $1 } END { if (NR) print s }')
-[ -n "$disk_kb" ] || cfs_fail "the sort did not spill: $plan"
-ram_w=$(($(cfs_stat "$ram" write_bytes) - ram_w0))
-sleep 0.6 # pg_stat_database is sent at most every 500 ms
-tmp=$(($(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'") - tmp0))
-cfs_log "sort: Disk ${disk_kb} kB; temp_bytes $tmp; RAM mount write_bytes $ram_w"
-[ "$ram_w" -ge $((disk_kb * 1024)) ] ||
-	cfs_fail "the RAM mount counted $ram_w bytes written, the sort spilled $disk_kb kB"
-[ "$ram_w" -ge "$tmp" ] || cfs_fail "temp_bytes $tmp, but the RAM mount counted $ram_w"
-tail -c +$((log_off + 1)) "$PG_LOG" | grep 'temporary file: path' >"$CFS_WORK/tempfiles" ||
-	cfs_fail "no temporary file logged"
-grep -v "\"pg_tblspc/$temp_oid/PG_15_[0-9]*/pgsql_tmp/" "$CFS_WORK/tempfiles" &&
-	cfs_fail "temporary files outside the RAM tablespace (above)"
-[ "$(cfs_stat "$ram" reads)" -gt 0 ] || cfs_fail "the RAM mount counted no reads (the merge reads the runs)"
-cfs_log "$(wc -l <"$CFS_WORK/tempfiles") temp files, all in pg_tblspc/$temp_oid (the RAM mount)"
+# spill WHEN: a sort that spills into the temp tablespace on the RAM mount:
+# every temp file PostgreSQL logs is there, and the RAM mount counted at
+# least the bytes the sort and pg_stat_database say were written.
+spill() {
+	local ram_w0 ram_r0 tmp0 log_off plan disk_kb ram_w tmp
+	cfs_log "a sort that spills into the RAM mount ($1)"
+	ram_w0=$(cfs_stat "$ram" write_bytes)
+	ram_r0=$(cfs_stat "$ram" reads)
+	tmp0=$(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'")
+	log_off=$(stat -c %s "$PG_LOG")
+	plan=$(pg_sql -d $db "SET work_mem = '64kB';
+		EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+		SELECT * FROM pgbench_accounts ORDER BY bid DESC, abalance, filler, aid DESC")
+	# One Sort line per process (a parallel sort has its workers' lines too).
+	disk_kb=$(sed -nE 's/.*Sort Method: external merge +Disk: ([0-9]+)kB.*/\1/p' <<<"$plan" |
+		awk '{ s += $1 } END { if (NR) print s }')
+	[ -n "$disk_kb" ] || cfs_fail "the sort did not spill: $plan"
+	ram_w=$(($(cfs_stat "$ram" write_bytes) - ram_w0))
+	sleep 0.6 # the backend's statistics reach pg_stat_database when it exits
+	tmp=$(($(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'") - tmp0))
+	cfs_log "sort: Disk ${disk_kb} kB; temp_bytes $tmp; RAM mount write_bytes $ram_w"
+	[ "$ram_w" -ge $((disk_kb * 1024)) ] ||
+		cfs_fail "the RAM mount counted $ram_w bytes written, the sort spilled $disk_kb kB"
+	[ "$tmp" -gt 0 ] && [ "$ram_w" -ge "$tmp" ] ||
+		cfs_fail "temp_bytes $tmp, but the RAM mount counted $ram_w"
+	tail -c +$((log_off + 1)) "$PG_LOG" | grep 'temporary file: path' >"$CFS_WORK/tempfiles" ||
+		cfs_fail "no temporary file logged"
+	grep -v "\"pg_tblspc/$temp_oid/PG_15_[0-9]*/pgsql_tmp/" "$CFS_WORK/tempfiles" &&
+		cfs_fail "temporary files outside the RAM tablespace (above)"
+	[ "$(cfs_stat "$ram" reads)" -gt "$ram_r0" ] ||
+		cfs_fail "the RAM mount counted no reads (the merge reads the runs back)"
+	cfs_log "$(wc -l <"$CFS_WORK/tempfiles") temp files, all in pg_tblspc/$temp_oid (the RAM mount)"
+}
+spill "after the run"
 
 cfs_log "pg_amcheck"
 pg_amcheck_all $db >"$CFS_WORK/amcheck.log" 2>&1 ||
@@ -124,13 +136,21 @@ balances_agree() {
 }
 balances_agree "after the run"
 
-cfs_log "stop, pg_checksums offline, start"
+cfs_log "stop, pg_checksums offline, the RAM mount remounted (empty), start"
 pg_stop
 pg_as "$PG_BIN/pg_checksums" --check -D "$PGDATA" >"$CFS_WORK/checksums.log" 2>&1 ||
 	{ cat "$CFS_WORK/checksums.log" >&2; cfs_fail "pg_checksums --check"; }
 grep -q '^Bad checksums: *0$' "$CFS_WORK/checksums.log" || cfs_fail "$(cat "$CFS_WORK/checksums.log")"
 cfs_log "$(grep -E '^Blocks scanned' "$CFS_WORK/checksums.log")"
+# As after a reboot: the RAM mount comes back empty, and the DBA recreates
+# the temp tablespace's directories (README.md, Walkthrough for DBAs).
+catdir=$(basename "$(echo "$ram"/pgtemp/PG_15_*)")
+cfs_umount "$ram" || cfs_fail "unmount the RAM mount"
+cfs_mount ram "$ram" ram,size=256M,allow_other
+[ -z "$(ls -A "$ram")" ] || cfs_fail "the RAM mount is not empty after a remount"
+install -d -o "$PG_USER" -g "$PG_USER" -m 700 "$ram/pgtemp" "$ram/pgtemp/$catdir"
 pg_start
+spill "after the RAM mount's remount"
 
 cfs_log "kill -9 under load, crash recovery"
 hist0=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
