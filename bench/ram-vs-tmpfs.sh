@@ -107,6 +107,7 @@ cleanup() {
 	for name in ram img tmpfs; do
 		mounted "${mnt[$name]}" && umount "${mnt[$name]}"
 	done
+	[ -z "${mnt[ramB]:-}" ] || ! mounted "${mnt[ramB]}" || umount "${mnt[ramB]}"
 	for name in "${!pid[@]}"; do
 		wait "${pid[$name]}" 2>/dev/null
 	done
@@ -121,6 +122,14 @@ targets=()
 for t in ram tmpfs img; do selected "$only_targets" $t && targets+=("$t"); done
 if selected "$only_targets" ram; then
 	start_chunkfs ram ram "ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
+fi
+# RAMB_OPTS=opts: a second RAM mount with these -o options (target ramB, e.g.
+# transport=uring with enable_uring set: bench/uring-ab.sh), measured in the
+# same run, in a table of its own at the end.
+if [ -n "${RAMB_OPTS:-}" ]; then
+	mnt[ramB]=$work/ramB
+	targets+=(ramB)
+	start_chunkfs ramB ram "ram,size=2G,$RAMB_OPTS"
 fi
 if selected "$only_targets" tmpfs; then
 	mkdir -p "${mnt[tmpfs]}"
@@ -250,6 +259,18 @@ if cases:
               fmt(v["tmpfs"]), fmt(v["img"]), ratio(v["ram"], v["tmpfs"]),
               paired("ram", "tmpfs", c, i), ratio(v["ram"], v["img"]), lat["ram"],
               lat["tmpfs"], lat["img"]))
+if any(k[0] == "ramB" for k in med):
+    print()
+    print("ramB = RAM mount with RAMB_OPTS; medians, and (paired) = median of back-to-back ratios")
+    print("%-18s %10s %10s %9s %9s %11s %9s" % ("case", "ram", "ramB", "ramB/ram", "(paired)",
+          "ramB/tmpfs", "(paired)"))
+    for c in cases:
+        i = 1 if c.startswith("seq") else 0
+        a, b, t = m("ram", c, i), m("ramB", c, i), m("tmpfs", c, i)
+        fmt = lambda x: "-" if x is None else ("%.0f" % x if i == 0 else "%.1f" % x)
+        ratio = lambda x, y: "-" if x is None or not y else "%.2fx" % (x / y)
+        print("%-18s %10s %10s %9s %9s %11s %9s" % (c, fmt(a), fmt(b), ratio(b, a),
+              paired("ramB", "ram", c, i), ratio(b, t), paired("ramB", "tmpfs", c, i)))
 ck = [t for t in ("disk-buffered", "disk-direct", "tmpfs", "img", "ram") if (t, "checkpoint") in med]
 if ck:
     b = m("disk-buffered", "checkpoint", 4)

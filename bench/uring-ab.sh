@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bench/uring-ab.sh — FUSE over io_uring (-o transport=uring) against
+# /dev/fuse in the same run, on the two benchmarks of issues 6 and 7:
+#   ram   bench/ram-vs-tmpfs.sh with a second RAM mount on the rings
+#         (target ramB, RAMB_OPTS=transport=uring): ram, ramB, tmpfs, img
+#   perf  bench/perf.sh with target cfsB-img on the rings (-O transport=uring)
+#         next to cfs-img on /dev/fuse and the raw image file
+# The kernel's switch /sys/module/fuse/parameters/enable_uring is set to Y
+# for the run and put back as it was at exit (the daemon never touches it).
+#
+# usage: bench/uring-ab.sh ram|perf [options of that script...]
+#   e.g. bench/uring-ab.sh ram -n 3 -r 5 -c randread-4k-qd32,randwrite-4k-qd32
+#        bench/uring-ab.sh perf -n 3 -c rr4k-qd32,rw4k-qd32,sr1m-qd8,sw1m-qd8
+# Needs root; see the two scripts for the rest.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+param=/sys/module/fuse/parameters/enable_uring
+which=${1:-}
+[ $# -gt 0 ] && shift
+case $which in
+ram | perf) ;;
+*) sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d' >&2; exit 2 ;;
+esac
+[ -e $param ] || { echo "uring-ab: this kernel has no FUSE over io_uring ($param)" >&2; exit 77; }
+old=$(cat $param)
+trap 'echo "$old" >$param' EXIT
+echo Y >$param
+
+if [ "$which" = ram ]; then
+	RAMB_OPTS=transport=uring "$root/bench/ram-vs-tmpfs.sh" "$@"
+else
+	"$root/bench/perf.sh" -t raw-file,cfs-img,cfsB-img -O transport=uring "$@"
+fi
