@@ -12,6 +12,7 @@
 #
 # usage: bench/perf.sh [-n reps] [-r seconds] [-s size] [-d dir] [-c cases]
 #                      [-t targets] [-o opts] [-B chunkfs] [-O opts] [-k]
+#                      [-R resultdir]
 #   -n  repetitions (default 3)
 #   -r  runtime of each fio run in seconds (default 5)
 #   -s  working set per job (default 1G); raw images are 2x that, chunkfs
@@ -19,7 +20,8 @@
 #   -d  directory for the images, on a disk filesystem (default /var/tmp)
 #   -c  only these cases (comma-separated names, see below)
 #   -t  only these targets (raw-file,raw-loop,ext4,cfs-img,cfs-loop,cfsB-img,
-#       cfsC-img)
+#       cfsC-img, and not by default: tmpfs, cfs-ram = chunkfs -o ram; both
+#       in memory, 3x + 1G of size, ratio against raw-file)
 #   -o  chunkfs -o options for cfs-img and cfs-loop (e.g. threads=2)
 #   -B  a second chunkfs binary: adds target cfsB-img (its own store), for
 #       an A/B of a code change in the same run
@@ -27,6 +29,7 @@
 #       no -B, cfsB-img runs the same binary with other options
 #   -C, -Q  the same for a third variant, target cfsC-img
 #   -k  keep the images (the next run skips writing them)
+#   -R  directory for the CSV and the table (default bench/results)
 #   CFS_BIN=dir in the environment: take chunkfs and mkchunkfs from dir
 #       (default build/release of this tree)
 #   -F  extra fio arguments for every run (default "--fixedbufs=1
@@ -42,6 +45,7 @@
 #   sr1m-qd8      1 MiB sequential read, QD8
 #   sw1m-qd8      1 MiB sequential write, QD8
 #   rr4k-qd1      4 KiB random read, QD1 (look at p50/p99)
+#   rw4k-qd1      4 KiB random write, QD1
 #   rw2k-qd32     2 KiB random write, QD32 (Informix pages)
 #   mw-one        4 jobs x 4 KiB random write QD8 on ONE file (own regions)
 #   mw-spread     the same on four files (raw targets: not run)
@@ -67,13 +71,16 @@ cfsc_bin=
 cfsc_opts=
 cfsc_opts_set=0
 keep=0
+resdir=
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 bin=${CFS_BIN:-$root/build/release}
 fio_extra="--fixedbufs=1 --registerfiles=1 --iomem=mmaphuge"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
 
-while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:kh" opt; do
+while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:kh" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	r) runtime=$OPTARG ;;
@@ -88,6 +95,7 @@ while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:kh" opt; do
 	Q) cfsc_opts=$OPTARG; cfsc_opts_set=1 ;;
 	F) fio_extra=$OPTARG ;;
 	k) keep=1 ;;
+	R) resdir=$OPTARG ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -108,7 +116,7 @@ quarter=$((wsb / 4))
 raw_bytes=$((2 * wsb))
 cfs_bytes=$((3 * wsb + (1 << 30)))
 stamp=$(date +%Y%m%d-%H%M%S)
-resdir=$root/bench/results
+resdir=${resdir:-$root/bench/results}
 mkdir -p "$resdir"
 out=$resdir/perf-$stamp.csv
 table=$resdir/perf-$stamp.txt
@@ -152,6 +160,9 @@ targets=()
 for t in raw-file raw-loop ext4 cfs-img cfs-loop; do
 	want_target "$t" && targets+=("$t")
 done
+for t in tmpfs cfs-ram; do	# only when asked for
+	[ -n "$only_targets" ] && want_target "$t" && targets+=("$t")
+done
 if [ -n "$cfsb_bin" ] || [ "$cfsb_opts_set" = 1 ]; then
 	want_target cfsB-img && targets+=(cfsB-img)
 fi
@@ -160,6 +171,14 @@ if [ -n "$cfsc_bin" ] || [ "$cfsc_opts_set" = 1 ]; then
 fi
 [ ${#targets[@]} -gt 0 ] || die "no target selected"
 has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
+
+# the files the selected cases use (name:bytes): c1 only for two jobs, m0..m3
+# only for mw-spread; writing the others would only cost time
+fio_files=("c0:$wsb")
+if want_case rr4k-qd32-2j || want_case rw4k-qd32-2j; then fio_files+=("c1:$wsb"); fi
+if want_case mw-spread; then
+	fio_files+=("m0:$quarter" "m1:$quarter" "m2:$quarter" "m3:$quarter")
+fi
 
 write_full() {	# file bytes: write every byte with O_DIRECT (zeros)
 	dd if=/dev/zero of="$1" bs=1M count=$(($2 >> 20)) oflag=direct conv=notrunc status=none
@@ -180,7 +199,7 @@ fi
 # ---- ext4 O_DIRECT files on the same device ---------------------------------
 if has ext4; then
 	mkdir -p "$ext4_dir"
-	for f in c0:$wsb c1:$wsb m0:$quarter m1:$quarter m2:$quarter m3:$quarter; do
+	for f in "${fio_files[@]}"; do
 		p=$ext4_dir/${f%%:*} b=${f#*:}
 		if [ ! -f "$p" ] || [ "$(stat -c %s "$p")" != "$b" ]; then
 			rm -f "$p"
@@ -191,15 +210,20 @@ fi
 
 # ---- chunkfs: a fresh store each run, files preallocated and written --------
 mount_cfs() {	# target
-	local t=$1 img=${cfs_img[$1]} src m exe=$bin/chunkfs opts=$cfs_opts log
+	local t=$1 img=${cfs_img[$1]:-} src m exe=$bin/chunkfs opts=$cfs_opts log
 	[ "$t" = cfsB-img ] && { exe=${cfsb_bin:-$bin/chunkfs}; opts=$cfsb_opts; }
 	[ "$t" = cfsC-img ] && { exe=${cfsc_bin:-$bin/chunkfs}; opts=$cfsc_opts; }
-	if [ ! -f "$img" ] || [ "$(stat -c %s "$img")" != "$cfs_bytes" ]; then
-		rm -f "$img"
-		echo "writing chunkfs store $img ..." >&2
+	if [ "$t" = cfs-ram ]; then
+		src=ram
+		opts="ram,size=$cfs_bytes${opts:+,$opts}"
+	else
+		if [ ! -f "$img" ] || [ "$(stat -c %s "$img")" != "$cfs_bytes" ]; then
+			rm -f "$img"
+			echo "writing chunkfs store $img ..." >&2
+		fi
+		"$bin/mkchunkfs" -q -f -s "$cfs_bytes" "$img" >/dev/null
+		src=$img
 	fi
-	"$bin/mkchunkfs" -q -f -s "$cfs_bytes" "$img" >/dev/null
-	src=$img
 	if [ "$t" = cfs-loop ]; then
 		loop_of[$t]=$(losetup -f --show --direct-io=on "$img")
 		src=${loop_of[$t]}
@@ -210,20 +234,24 @@ mount_cfs() {	# target
 	log=$work/chunkfs-$t.log
 	"$exe" -f "$src" "$m" ${opts:+-o "$opts"} >"$log" 2>&1 &
 	pid[$t]=$!
-	for _ in $(seq 200); do
-		mountpoint -q "$m" && break
-		kill -0 "${pid[$t]}" 2>/dev/null || { cat "$log" >&2; die "chunkfs $t did not mount"; }
-		sleep 0.1
-	done
-	mountpoint -q "$m" || die "chunkfs $t did not mount in 20 s"
-	for f in c0:$wsb c1:$wsb m0:$quarter m1:$quarter m2:$quarter m3:$quarter; do
-		fallocate -l "${f#*:}" "$m/${f%%:*}"
-		write_full "$m/${f%%:*}" "${f#*:}"
+	bench_wait_mount "$m" "${pid[$t]}" "$log" 20 || die "chunkfs $t did not mount"
+	fill_files "$m"
+}
+fill_files() {	# dir: the fio files, preallocated and written in full
+	for f in "${fio_files[@]}"; do
+		fallocate -l "${f#*:}" "$1/${f%%:*}"
+		write_full "$1/${f%%:*}" "${f#*:}"
 	done
 }
-for t in cfs-img cfs-loop cfsB-img cfsC-img; do
+for t in cfs-img cfs-loop cfsB-img cfsC-img cfs-ram; do
 	has "$t" && mount_cfs "$t"
 done
+if has tmpfs; then
+	mnt[tmpfs]=$work/mnt-tmpfs
+	mkdir -p "${mnt[tmpfs]}"
+	mount -t tmpfs -o size=$cfs_bytes tmpfs "${mnt[tmpfs]}"
+	fill_files "${mnt[tmpfs]}"
+fi
 
 # ---- fio's buffers in huge pages (like the daemon's arena) ------------------
 if [[ "$fio_extra" == *mmaphuge* ]]; then
@@ -245,6 +273,7 @@ cases=(
 	"sr1m-qd8 read 1m 8 1 1j"
 	"sw1m-qd8 write 1m 8 1 1j"
 	"rr4k-qd1 randread 4k 1 1 1j"
+	"rw4k-qd1 randwrite 4k 1 1 1j"
 	"rw2k-qd32 randwrite 2k 32 1 1j"
 	"mw-one randwrite 4k 8 4 one"
 	"mw-spread randwrite 4k 8 4 spread"
@@ -340,8 +369,10 @@ def med(case, t, f):
     v = [float(r[f]) for r in data.get((case, t), [])]
     return statistics.median(v) if v else None
 base = {"raw-file": None, "raw-loop": None, "ext4": "raw-file", "cfs-img": "raw-file",
-        "cfs-loop": "raw-loop", "cfsB-img": "raw-file", "cfsC-img": "raw-file"}
-order = ["raw-file", "raw-loop", "ext4", "cfs-img", "cfs-loop", "cfsB-img", "cfsC-img"]
+        "cfs-loop": "raw-loop", "cfsB-img": "raw-file", "cfsC-img": "raw-file",
+        "tmpfs": "raw-file", "cfs-ram": "raw-file"}
+order = ["raw-file", "raw-loop", "ext4", "cfs-img", "cfs-loop", "cfsB-img", "cfsC-img",
+         "tmpfs", "cfs-ram"]
 cases = []
 for (c, t) in data:
     if c not in cases:
@@ -370,8 +401,8 @@ for c in cases:
         print("%-13s %-9s %9.0f %8.1f %-20s %7.0f %7.0f %11s %7s" % (c, t, iops, mbps, ratio,
               p50, p99, lat, "" if cpu != cpu else "%.1f" % cpu))
 print()
-print("medians of the repetitions; ratio = MB/s vs raw-file (ext4, cfs-img, cfsB/C-img)")
-print("or raw-loop (cfs-loop); p50/p99-raw = p50 minus raw, p99 over raw; cpu/io = chunkfs")
+print("medians of the repetitions; ratio = MB/s vs raw-file (ext4, cfs-img, cfsB/C-img,")
+print("tmpfs, cfs-ram) or raw-loop (cfs-loop); p50/p99-raw = p50 minus raw, p99 over raw; cpu/io = chunkfs")
 print("daemon utime+stime per I/O in microseconds (1/CLK_TCK resolution)")
 EOF
 echo "raw runs: $out; table: $table" >&2

@@ -19,6 +19,7 @@
 #
 # usage: bench/ram-vs-tmpfs.sh [-n reps] [-r seconds] [-d dir] [-o out.csv]
 #                              [-c case,case...] [-t target,target...] [-k]
+#                              [-R rounds]
 #   -n  repetitions (default 3)
 #   -r  seconds per fio run (default 10)
 #   -d  directory on a disk filesystem for the image and the baseline
@@ -27,8 +28,10 @@
 #   -c  only these cases (randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1
 #       randwrite-4k-qd32 seqread-1m-qd8 seqwrite-1m-qd8 checkpoint)
 #   -t  only these targets (ram tmpfs img; the checkpoint also runs on
-#       disk-buffered and disk-direct)
+#       disk-buffered and disk-direct; not by default: loop = chunkfs on a
+#       loop device, --direct-io=on, over a second image)
 #   -k  keep the mounts and the image afterwards (unmount by hand)
+#   -R  checkpoint rounds (default 20, as the seed)
 # Environment: BUILD (default release), CHUNKFS_OPTS (extra -o options of the
 # RAM mount, e.g. hugepages).
 # Needs root (FUSE and tmpfs mounts), fio and python3; make bench-build first.
@@ -41,13 +44,16 @@ out=
 only_cases=
 only_targets=
 keep=0
+rounds=20
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 bin=$root/build/${BUILD:-release}
 file_bytes=$((1 << 30))
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
 
-while getopts "n:r:d:o:c:t:kh" opt; do
+while getopts "n:r:d:o:c:t:R:kh" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	r) runtime=$OPTARG ;;
@@ -56,6 +62,7 @@ while getopts "n:r:d:o:c:t:kh" opt; do
 	c) only_cases=$OPTARG ;;
 	t) only_targets=$OPTARG ;;
 	k) keep=1 ;;
+	R) rounds=$OPTARG ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -72,8 +79,10 @@ stamp=$(date +%Y%m%d-%H%M%S)
 [ -n "$out" ] || { mkdir -p "$root/build/bench"; out=$root/build/bench/ram-vs-tmpfs-$stamp.csv; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/ram-vs-tmpfs.XXXXXX")
 img=$dir/cfs-ram-vs-tmpfs.img
+loop_img=$dir/cfs-ram-vs-tmpfs-loop.img
+loopdev=
 base=$dir/cfs-ram-vs-tmpfs.base
-declare -A mnt=([ram]=$work/ram [tmpfs]=$work/tmpfs [img]=$work/img)
+declare -A mnt=([ram]=$work/ram [tmpfs]=$work/tmpfs [img]=$work/img [loop]=$work/loop)
 declare -A pid=()
 mkdir -p "$work/bin"
 cp "$bin/chunkfs" "$bin/mkchunkfs" "$bin/bench/temp_checkpoint" "$work/bin/"
@@ -84,19 +93,14 @@ selected() { # list item
 	[ -z "$1" ] || [[ ",$1," == *",$2,"* ]]
 }
 
-mounted() { awk -v d="$1" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts; }
+mounted() { bench_mounted "$1"; }
 
 start_chunkfs() { # name source opts
-	local name=$1 src=$2 opts=$3 i
+	local name=$1 src=$2 opts=$3
 	mkdir -p "${mnt[$name]}"
 	"$bin/chunkfs" -f "$src" "${mnt[$name]}" -o "$opts" >"$work/$name.log" 2>&1 &
 	pid[$name]=$!
-	for i in $(seq 100); do
-		mounted "${mnt[$name]}" && return 0
-		kill -0 "${pid[$name]}" 2>/dev/null || break
-		sleep 0.1
-	done
-	cat "$work/$name.log" >&2
+	bench_wait_mount "${mnt[$name]}" "${pid[$name]}" "$work/$name.log" 10 && return 0
 	echo "ram-vs-tmpfs: chunkfs $src did not mount" >&2
 	exit 1
 }
@@ -104,14 +108,15 @@ start_chunkfs() { # name source opts
 cleanup() {
 	set +e
 	[ "$keep" = 1 ] && { echo "kept: ${mnt[*]} $img" >&2; return; }
-	for name in ram img tmpfs; do
+	for name in ram img loop tmpfs; do
 		mounted "${mnt[$name]}" && umount "${mnt[$name]}"
 	done
 	[ -z "${mnt[ramB]:-}" ] || ! mounted "${mnt[ramB]}" || umount "${mnt[ramB]}"
 	for name in "${!pid[@]}"; do
 		wait "${pid[$name]}" 2>/dev/null
 	done
-	rm -f "$img" "$base"
+	[ -z "$loopdev" ] || losetup -d "$loopdev"
+	rm -f "$img" "$loop_img" "$base"
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -120,6 +125,7 @@ trap 'exit 130' INT TERM
 # ---- the three mounts ------------------------------------------------------------
 targets=()
 for t in ram tmpfs img; do selected "$only_targets" $t && targets+=("$t"); done
+[ -n "$only_targets" ] && selected "$only_targets" loop && targets+=(loop)
 if selected "$only_targets" ram; then
 	start_chunkfs ram ram "ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
 fi
@@ -140,7 +146,19 @@ if selected "$only_targets" img; then
 	"$bin/mkchunkfs" -q -s 4G "$img" >/dev/null
 	start_chunkfs img "$img" rw
 fi
+if [[ " ${targets[*]} " == *" loop "* ]]; then
+	rm -f "$loop_img"
+	"$bin/mkchunkfs" -q -s 4G "$loop_img" >/dev/null
+	loopdev=$(losetup -f --show --direct-io=on "$loop_img")
+	start_chunkfs loop "$loopdev" rw
+fi
+fio_cases=0
+for c in randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1 randwrite-4k-qd32 seqread-1m-qd8 \
+	seqwrite-1m-qd8; do
+	selected "$only_cases" $c && fio_cases=1
+done
 for t in "${targets[@]}"; do
+	[ "$fio_cases" = 1 ] || break
 	# the fio file, written in full: nothing is allocated while timed
 	dd if=/dev/zero of="${mnt[$t]}/fio.dat" bs=1M count=$((file_bytes >> 20)) oflag=direct \
 		status=none
@@ -182,7 +200,7 @@ run_ckpt() { # target -> "avg_ms worst_ms"
 	esac
 	rm -f "$path"
 	# shellcheck disable=SC2086
-	"$ckpt" $flags "$path" | awk -F, '{ print $6, $7 }'
+	"$ckpt" -r "$rounds" $flags "$path" | awk -F, '{ print $6, $7 }'
 	rm -f "$path"
 }
 
@@ -196,7 +214,7 @@ rotate() { # rep items... -> items rotated by rep
 echo "target,case,rep,iops,MBps,lat_p50_us,lat_p99_us,avg_ms,worst_ms" >"$out"
 {
 	echo "# ram-vs-tmpfs $stamp: kernel $(uname -r), $(nproc) cpus, fio $(fio --version)"
-	echo "# dir $dir ($(df -T "$dir" | awk 'NR==2 { print $2 " on " $1 }')), runtime ${runtime}s, reps $reps, RAM options: ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
+	echo "# dir $dir ($(df -T "$dir" | awk 'NR==2 { print $2 " on " $1 }')), runtime ${runtime}s, reps $reps, checkpoint rounds $rounds, RAM options: ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
 	echo "# git $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 } >>"$out"
 
@@ -222,7 +240,7 @@ for rep in $(seq 1 "$reps"); do
 done
 
 # ---- summary: medians -----------------------------------------------------------------
-python3 - "$out" <<'EOF'
+python3 - "$out" "$rounds" <<'EOF'
 import csv, statistics, sys
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if not l.startswith("#"))][1:]
 med = {}
@@ -271,11 +289,13 @@ if any(k[0] == "ramB" for k in med):
         ratio = lambda x, y: "-" if x is None or not y else "%.2fx" % (x / y)
         print("%-18s %10s %10s %9s %9s %11s %9s" % (c, fmt(a), fmt(b), ratio(b, a),
               paired("ramB", "ram", c, i), ratio(b, t), paired("ramB", "tmpfs", c, i)))
-ck = [t for t in ("disk-buffered", "disk-direct", "tmpfs", "img", "ram") if (t, "checkpoint") in med]
+ck = [t for t in ("disk-buffered", "disk-direct", "tmpfs", "img", "loop", "ram")
+      if (t, "checkpoint") in med]
 if ck:
     b = m("disk-buffered", "checkpoint", 4)
     print()
-    print("checkpoint (20 x 80 MB of 2 KiB pages + fdatasync), medians over the repetitions")
+    print("checkpoint (%s x 80 MB of 2 KiB pages + fdatasync), medians over the repetitions"
+          % sys.argv[2])
     print("%-14s %12s %12s %16s" % ("target", "avg flush ms", "worst ms", "% vs disk buffered"))
     for t in ck:
         a, w = m(t, "checkpoint", 4), m(t, "checkpoint", 5)

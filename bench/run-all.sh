@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# bench/run-all.sh — every benchmark of issue 10 in one run, with a report:
+#   raw        the data-path matrix (bench/perf.sh): fio io_uring O_DIRECT on
+#              the raw store (image file, loop device), ext4 files, tmpfs,
+#              chunkfs on the image, on the loop device and in RAM
+#   checkpoint temp-table checkpoints of seed 000 (bench/ram-vs-tmpfs.sh -c
+#              checkpoint): ext4 buffered and O_DIRECT, chunkfs image, loop,
+#              RAM, tmpfs
+#   fschoice   the import of seed 002 (bench/import_load.c) on ext2, ext4 and
+#              xfs on one loop device, buffered and O_DIRECT, and chunkfs on
+#              the same loop device
+#   openclose  seed 004: 128 threads opening and closing sets of 4 files,
+#              1..128 sets (bench/openclose.c); chunkfs, ext4, tmpfs
+#   meta       10,000 chunk files: create, stat, mount time, remove
+#              (bench/meta_bench.c); chunkfs, and ext4/tmpfs for comparison
+#   stats      statistics overhead (bench/stats-overhead.sh)
+# then bench/plot-report.py writes report.md and the PNG charts.
+#
+# usage: bench/run-all.sh [-c case,case...] [-o dir] [-d dir] [-N] [-n]
+#   -c  only these cases (names above)
+#   -o  result directory (default bench/results/run-<time>[-quick])
+#   -d  directory on a disk filesystem for images and scratch files
+#       (default /var/tmp); everything goes in one cfs-bench.* directory
+#   -N  do not build (make bench-build) first
+#   -n  print the plan (cases and their parameters) and exit
+# Environment: QUICK=1 for a short run (< 8 minutes, 1 repetition, small
+# sizes), else the full run (< 45 minutes on 2 vCPUs). BUILD (default
+# release).
+# Needs root (mounts, loop devices), fio, python3, gnuplot, mkfs.ext2/ext4/xfs.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_NAME=run-all
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
+
+only=
+resdir=
+dir=/var/tmp
+build=1
+plan=0
+BUILD=${BUILD:-release}
+line=
+QUICK=${QUICK:-0}
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
+while getopts "c:o:d:Nnh" opt; do
+	case $opt in
+	c) only=$OPTARG ;;
+	o) resdir=$OPTARG ;;
+	d) dir=$OPTARG ;;
+	N) build=0 ;;
+	n) plan=1 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+
+# ---- parameters: the full run and the quick one ------------------------------
+if [ "$QUICK" = 1 ]; then
+	raw_args=(-n 1 -r 1 -s 128M)
+	ckpt_reps=1 ckpt_rounds=5
+	fs_reps=1 fs_chunks=2 fs_mb=32
+	oc_reps=1 oc_iters=40
+	meta_reps=1 meta_files=10000
+	stats_args=(-n 2 -r 2)
+else
+	raw_args=(-n 3 -r 3 -s 512M)
+	ckpt_reps=2 ckpt_rounds=20
+	fs_reps=2 fs_chunks=4 fs_mb=64
+	oc_reps=3 oc_iters=200
+	meta_reps=3 meta_files=10000
+	stats_args=(-n 6 -r 8)
+fi
+raw_cases=rr4k-qd1,rw4k-qd1,rr4k-qd32,rw4k-qd32,rw2k-qd32,sr1m-qd8,sw1m-qd8
+raw_targets=raw-file,raw-loop,ext4,tmpfs,cfs-img,cfs-loop,cfs-ram
+all_cases="raw checkpoint fschoice openclose meta stats"
+want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+for c in ${only//,/ }; do
+	[[ " $all_cases " == *" $c "* ]] || bench_die "unknown case '$c' (one of: $all_cases)"
+done
+
+if [ "$plan" = 1 ]; then
+	echo "QUICK=$QUICK"
+	want raw && echo "raw: bench/perf.sh ${raw_args[*]} -c $raw_cases -t $raw_targets"
+	want checkpoint && echo "checkpoint: bench/ram-vs-tmpfs.sh -n $ckpt_reps -R $ckpt_rounds -c checkpoint -t ram,tmpfs,img,loop"
+	want fschoice && echo "fschoice: $fs_reps x import_load -n $fs_chunks -m $fs_mb on ext2 ext4 xfs chunkfs, buffered and direct"
+	want openclose && echo "openclose: $oc_reps x openclose -t 128 -i $oc_iters -f 1..128 on chunkfs ext4 tmpfs"
+	want meta && echo "meta: $meta_reps x $meta_files files on chunkfs ext4 tmpfs"
+	want stats && echo "stats: bench/stats-overhead.sh ${stats_args[*]}"
+	exit 0
+fi
+
+[ "$(id -u)" = 0 ] || bench_die "needs root (mounts, loop devices)"
+for t in fio python3 gnuplot mkfs.ext2 mkfs.ext4 mkfs.xfs perf; do
+	command -v "$t" >/dev/null || bench_die "needs $t"
+done
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+[ -n "$resdir" ] || resdir=$root/bench/results/run-$stamp$([ "$QUICK" = 1 ] && echo -quick)
+mkdir -p "$resdir"
+resdir=$(cd "$resdir" && pwd)
+work=$(mktemp -d "$dir/cfs-bench.XXXXXX")
+bench_defer "rm -rf '$work'"
+mkdir -p "$work/tmp"
+export TMPDIR=$work/tmp	# the child scripts' mounts live here too
+trap bench_cleanup EXIT
+trap 'bench_log "interrupted: cleaning up"; exit 130' INT TERM
+
+if [ "$build" = 1 ]; then
+	make -C "$root" -s -j"$(nproc)" BUILD="$BUILD" bench-build
+fi
+# copies: a rebuild in the tree during the run does not change what is measured
+bin=$work/bin
+mkdir -p "$bin"
+for b in chunkfs mkchunkfs bench/import_load bench/openclose bench/meta_bench; do
+	cp "$root/build/$BUILD/$b" "$bin/" || bench_die "build/$BUILD/$b missing (make bench-build)"
+done
+
+bench_sysinfo "$root" "$dir" >"$resdir/system.txt"
+echo "quick: $QUICK" >>"$resdir/system.txt"
+# every mount under the scratch directory, sampled: the report lists their options
+(while :; do grep -F " $work/" /proc/self/mounts; sleep 2; done >"$work/mounts.raw" 2>/dev/null) &
+bench_defer "kill $! 2>/dev/null; sort -u '$work/mounts.raw' >'$resdir/mounts.txt' 2>/dev/null"
+echo "case,seconds" >"$resdir/timings.csv"
+
+runl() { # command...: run it (bench_run), its output in $line
+	bench_run "$@" >"$work/line"
+	line=$(<"$work/line")
+}
+
+timed() { # case function: run it, note how long it took
+	local t0=$SECONDS
+	bench_log "== $1"
+	"$2"
+	echo "$1,$((SECONDS - t0))" >>"$resdir/timings.csv"
+	bench_log "== $1 done in $((SECONDS - t0)) s"
+}
+
+# ---- 1. raw matrix ----------------------------------------------------------------
+case_raw() {
+	mkdir -p "$resdir/raw"
+	CFS_BIN=$bin bench_run "$root/bench/perf.sh" "${raw_args[@]}" -d "$work" -R "$resdir/raw" \
+		-c "$raw_cases" -t "$raw_targets" >"$resdir/raw.txt" 2>"$resdir/raw.log"
+}
+
+# ---- 2. temp-table checkpoints ---------------------------------------------------------
+case_checkpoint() {
+	bench_run "$root/bench/ram-vs-tmpfs.sh" -n "$ckpt_reps" -R "$ckpt_rounds" -c checkpoint -t ram,tmpfs,img,loop \
+		-d "$work" -o "$resdir/checkpoint.csv" >"$resdir/checkpoint.txt" 2>"$resdir/checkpoint.log"
+}
+
+# ---- 3. filesystem choice: the import of seed 002 ------------------------------------------
+case_fschoice() {
+	local img=$work/fschoice.img loop m=$work/fschoice-mnt rep t fs mode dflag pid=
+	local bytes=$(((fs_chunks * fs_mb * 3 / 2 + 256) << 20))
+	dd if=/dev/zero of="$img" bs=1M count=$((bytes >> 20)) oflag=direct status=none
+	bench_loop_attach "$img"
+	loop=$BENCH_LOOP
+	mkdir -p "$m"
+	echo "target,fs,mode,rep,chunks,MB,seconds,MBps" >"$resdir/fschoice.csv"
+	local targets=(ext4-buffered ext4-direct ext2-buffered ext2-direct xfs-buffered xfs-direct
+		chunkfs-direct chunkfs-buffered)
+	for rep in $(seq "$fs_reps"); do
+		for t in $(bench_rotate "$rep" "${targets[@]}"); do
+			fs=${t%-*} mode=${t#*-}
+			dflag=
+			[ "$mode" = direct ] && dflag=-d
+			# no discard: it would punch the image sparse again
+			case $fs in
+			ext2) mkfs.ext2 -F -q -E nodiscard "$loop" ;;
+			ext4) mkfs.ext4 -F -q -E nodiscard "$loop" ;;
+			xfs) mkfs.xfs -f -q -K "$loop" ;;
+			chunkfs) "$bin/mkchunkfs" -q -f -K "$loop" >/dev/null ;;
+			esac
+			if [ "$fs" = chunkfs ]; then
+				bench_cfs_mount "$bin/chunkfs" "$loop" "$m"
+				pid=$BENCH_PID
+			else
+				mount "$loop" "$m"
+				bench_defer "bench_umount '$m'"
+				pid=
+			fi
+			mkdir "$m/dbs"
+			runl "$bin/import_load" $dflag -n "$fs_chunks" -m "$fs_mb" "$m/dbs"
+			bench_undo "bench_umount '$m'${pid:+ $pid}"
+			IFS=, read -r _ _ _ _ _ _ _ secs mbps <<<"$line"
+			echo "$t,$fs,$mode,$rep,$fs_chunks,$fs_mb,$secs,$mbps" >>"$resdir/fschoice.csv"
+			bench_log "  fschoice rep $rep $t: $secs s"
+		done
+	done
+	bench_undo "losetup -d $loop 2>/dev/null"
+	rm -f "$img"
+}
+
+# ---- 4. open/close scaling (seed 004) --------------------------------------------------------
+case_openclose() {
+	local img=$work/oc.img rep t f secs pid
+	declare -A d=([chunkfs]=$work/oc-cfs [ext4]=$work/oc-ext4 [tmpfs]=$work/oc-tmpfs)
+	"$bin/mkchunkfs" -q -s 2G "$img" >/dev/null
+	bench_cfs_mount "$bin/chunkfs" "$img" "${d[chunkfs]}"
+	pid=$BENCH_PID
+	mkdir -p "${d[ext4]}"
+	bench_tmpfs_mount "${d[tmpfs]}" 256M
+	for t in chunkfs ext4 tmpfs; do "$bin/openclose" -c -f 128 "${d[$t]}"; done
+	echo "target,threads,files,iterations,set,rep,seconds" >"$resdir/openclose.csv"
+	for rep in $(seq "$oc_reps"); do
+		for f in 1 2 4 8 16 32 64 128; do
+			for t in $(bench_rotate "$rep" chunkfs ext4 tmpfs); do
+				runl "$bin/openclose" -d -t 128 -f "$f" -i "$oc_iters" "${d[$t]}"
+				secs=${line##*,}
+				echo "$t,128,$f,$oc_iters,4,$rep,$secs" >>"$resdir/openclose.csv"
+				bench_log "  openclose rep $rep $t files $f: $secs s"
+			done
+		done
+	done
+	# where the daemon's time goes in the worst case
+	perf record -q -g -p "$pid" -o "$work/oc.perf" -- sleep 4 >/dev/null 2>&1 &
+	local perf_pid=$!
+	sleep 0.5
+	bench_run "$bin/openclose" -d -t 128 -f 128 -i $((oc_iters * 2)) "${d[chunkfs]}" >/dev/null || true
+	wait "$perf_pid" 2>/dev/null || true
+	perf report -i "$work/oc.perf" --stdio --no-children -g none --sort dso,sym --percent-limit 1.5 \
+		2>/dev/null | grep -v '^$' | grep -E '^ +[0-9]' >"$resdir/openclose-perf.txt" || true
+	perf report -i "$work/oc.perf" --stdio --no-children -g none --sort dso --percent-limit 0.5 \
+		2>/dev/null | grep -E '^ +[0-9]' >"$resdir/openclose-perf-dso.txt" || true
+	bench_undo "bench_umount '${d[chunkfs]}' $pid"
+	bench_undo "bench_umount '${d[tmpfs]}'"
+	rm -rf "${d[ext4]}" "$img"
+}
+
+# ---- 5. metadata: 10,000 chunk files ---------------------------------------------------------
+case_meta() {
+	local img=$work/meta.img m=$work/meta-cfs rep t op pid secs dd
+	echo "target,op,files,rep,seconds" >"$resdir/meta.csv"
+	mkdir -p "$m" "$work/meta-ext4"
+	bench_tmpfs_mount "$work/meta-tmpfs" 2G
+	for rep in $(seq "$meta_reps"); do
+		# 1 MiB each (one allocation unit): 10 GiB, sparse
+		"$bin/mkchunkfs" -q -f -s $(((meta_files + 2048) << 20)) -m 64M --sparse "$img" >/dev/null
+		runl "$bin/meta_bench" mount "$m" . -- "$bin/chunkfs" -f "$img" "$m" 2>>"$work/meta.log"
+		pid=${line##*,}
+		bench_defer "bench_umount '$m' $pid"
+		secs=$(cut -d, -f3 <<<"$line")
+		echo "chunkfs,mount-empty,0,$rep,$secs" >>"$resdir/meta.csv"
+		for t in chunkfs ext4 tmpfs; do
+			dd=$m
+			[ "$t" = ext4 ] && dd=$work/meta-ext4
+			[ "$t" = tmpfs ] && dd=$work/meta-tmpfs
+			for op in create stat; do
+				runl "$bin/meta_bench" "$op" -s 65536 "$meta_files" "$dd"
+				echo "$t,$op,$meta_files,$rep,$(cut -d, -f3 <<<"$line")" >>"$resdir/meta.csv"
+			done
+			[ "$t" = chunkfs ] && continue
+			runl "$bin/meta_bench" remove "$meta_files" "$dd"
+			echo "$t,remove,$meta_files,$rep,$(cut -d, -f3 <<<"$line")" >>"$resdir/meta.csv"
+		done
+		# unmount (final snapshot) and mount the store holding the files
+		bench_undo "bench_umount '$m' $pid"
+		runl "$bin/meta_bench" mount "$m" "c$(printf %05d $((meta_files - 1)))" -- \
+			"$bin/chunkfs" -f "$img" "$m" 2>>"$work/meta.log"
+		pid=${line##*,}
+		bench_defer "bench_umount '$m' $pid"
+		secs=$(cut -d, -f3 <<<"$line")
+		echo "chunkfs,mount,$meta_files,$rep,$secs" >>"$resdir/meta.csv"
+		runl "$bin/meta_bench" stat "$meta_files" "$m"
+		echo "chunkfs,stat-after-mount,$meta_files,$rep,$(cut -d, -f3 <<<"$line")" >>"$resdir/meta.csv"
+		runl "$bin/meta_bench" remove "$meta_files" "$m"
+		echo "chunkfs,remove,$meta_files,$rep,$(cut -d, -f3 <<<"$line")" >>"$resdir/meta.csv"
+		bench_undo "bench_umount '$m' $pid"
+		bench_log "  meta rep $rep: $(grep ",$rep," "$resdir/meta.csv" | cut -d, -f1,2,5 | tr '\n' ' ')"
+	done
+	bench_undo "bench_umount '$work/meta-tmpfs'"
+	rm -rf "$img" "$work/meta-ext4"
+}
+
+# ---- 6. statistics overhead ------------------------------------------------------------------
+case_stats() {
+	BUILD=$BUILD bench_run "$root/bench/stats-overhead.sh" "${stats_args[@]}" -d "$work" \
+		-o "$resdir/stats-overhead.csv" >"$resdir/stats.txt" 2>"$resdir/stats.log"
+}
+
+for c in $all_cases; do
+	want "$c" && timed "$c" "case_$c"
+done
+
+python3 "$root/bench/plot-report.py" "$resdir"
+bench_log "report: $resdir/report.md"
