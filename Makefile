@@ -129,6 +129,13 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
 
 bench-build: $(BENCH_BINS) $(PROGRAMS)
 
+# make bench: every benchmark of issue 10 in one run, with a report in
+# bench/results/run-<time>/ (bench/run-all.sh; as root; about 35 minutes,
+# QUICK=1 under 8). Never part of make check or CI.
+.PHONY: bench
+bench: bench-build
+	QUICK="$(QUICK)" BUILD=$(BUILD) bench/run-all.sh -N
+
 # README's first command: the main job.
 demo: all
 	BUILD=$(BUILD) bench/demo.sh
