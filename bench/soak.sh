@@ -12,11 +12,17 @@
 # One cycle: mount; run bench/soak_load.py (writers creating files with
 # O_DIRECT or buffered writes, some fallocated first, fsync, rename into
 # place, directory fsync, renames, unlinks; each durable step acknowledged
-# in a log outside the store); after 0.3-2 s either kill -9 the daemon or
-# pull the plug (-o fault=volatile=1,torn=0|1 and SIGUSR1: writes no flush
-# covered are dropped, or torn at sector granularity); then fsck.chunkfs -n
-# must find no error, and a fresh mount must show every acknowledged file
-# with its exact content and no byte any file was never given.
+# in a log outside the store); 0.3-2 s after its first acknowledgement
+# either kill -9 the daemon or pull the plug (-o fault=volatile=1,torn=0|1
+# and SIGUSR1: writes no flush covered are dropped, or torn at sector
+# granularity); the load ends on the dead mount's errors before that mount
+# is cleared, and nothing may have been written under the mount point;
+# then fsck.chunkfs -n must find no error, and a fresh mount must show every
+# acknowledged file with its exact content and no byte any file was never
+# given. (Clearing the dead mount while the load still ran, or crashing
+# before a slow-starting load had begun, let the load write to the host
+# directory under the mount point: acknowledged there, hidden by the next
+# mount — tests/integration/daemon_crash.sh has the story.)
 #
 # Stops at the first failure, keeping the store image and the logs under
 # /var/tmp/chunkfs-soak-failure.*; prints "soak: N cycles run, N survived"
@@ -60,6 +66,19 @@ failed() {	# keep what is needed to look into it
 	cfs_fail "cycle $run: $1 (store, logs and acknowledgements kept in $keep)"
 }
 
+start_load() {	# the load in the background ($lpid); wait for its first acknowledgement
+	local n0 i
+	n0=$(wc -l <"$ack")
+	SOAK_CRASH_FLAG=$CFS_WORK/crashed $load load "$mnt" "$ack" "$writers" 60 "$run" 2>"$CFS_WORK/load.out" &
+	lpid=$!
+	for ((i = 0; i < 600; i++)); do
+		[ "$(wc -l <"$ack")" -gt "$n0" ] && return 0
+		kill -0 "$lpid" 2>/dev/null || failed "the load ended before acknowledging anything: $(tail -n 3 "$CFS_WORK/load.out")"
+		sleep 0.1
+	done
+	failed "the load acknowledged nothing within 60 s"
+}
+
 stop_load() {	# the writers see ENOTCONN and end; make sure of it
 	local pid=$1 i
 	for ((i = 0; i < 100; i++)); do
@@ -88,8 +107,7 @@ for ((run = 1; run <= cycles; run++)); do
 	cfs_mount "$img" "$mnt" "$opts"
 	pid=$CFS_MOUNT_PID
 	rm -f "$CFS_WORK/crashed"
-	SOAK_CRASH_FLAG=$CFS_WORK/crashed $load load "$mnt" "$ack" "$writers" 60 "$run" 2>"$CFS_WORK/load.out" &
-	lpid=$!
+	start_load
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + (r % 170) / 100 }')"
 	: >"$CFS_WORK/crashed"
 	if [ $mode = power ]; then
@@ -100,12 +118,15 @@ for ((run = 1; run <= cycles; run++)); do
 	else
 		kills=$((kills + 1))
 	fi
-	cfs_kill9 "$mnt"	# the crash, or clearing the dead mount after a power loss
+	cfs_crash "$mnt"	# the crash, or reaping the daemon after a power loss
 	set +e
 	stop_load "$lpid"
 	lrc=$?
 	set -e
+	cfs_clear_mount "$mnt"	# only now: the load is gone
 	[ $lrc -eq 0 ] || failed "the load failed (exit $lrc): $(tail -n 3 "$CFS_WORK/load.out")"
+	cfs_is_mounted "$mnt" && failed "$mnt is still mounted after the crash"
+	[ -z "$(ls -A "$mnt")" ] || failed "written under the mount point: $(find "$mnt" | head -n 5 | tr '\n' ' ')"
 	# The store as the crash left it, before fsck and the mount change it.
 	cp --sparse=always "$img" "$CFS_WORK/crashed.img"
 

@@ -25,6 +25,7 @@ byte of any file may be, acknowledged or not:
     offset: never another file's bytes, never stale data.
 Exit 0, or 1 with the first violation.
 """
+import ctypes
 import errno
 import mmap
 import os
@@ -54,6 +55,19 @@ def parse(name):
     return None
 
 
+FUSE_SUPER_MAGIC = 0x65735546
+
+
+def on_fuse(path):
+    """statfs(path).f_type is FUSE's (f_type is the first field, a long)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(256)
+    if libc.statfs(path.encode(), buf) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+    return ctypes.c_long.from_buffer(buf).value == FUSE_SUPER_MAGIC
+
+
 def fsync_dir(path):
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -70,10 +84,15 @@ class Writer:
         self.ack = open(ack, "a", buffering=1)
         self.files = []  # acknowledged names in this dir
         self.seq = 0
-        # soak.sh detaches a dead mount lazily while writers may still run:
-        # paths then resolve on the directory under the mount point, and
-        # what is written there must never be acknowledged.
+        # Acknowledge only while root is the FUSE mount this writer started
+        # on: a writer that starts late or outlives its mount would resolve
+        # its paths in the directory under the mount point, on the host
+        # filesystem, where fsync succeeds and the next mount hides it all.
+        # (soak.sh keeps a dead mount in place until the load ended; this
+        # is the second line of defence.)
         self.root = root
+        if not on_fuse(root):
+            die("%s is not on a FUSE mount" % root)
         self.mount_dev = os.stat(root).st_dev
         os.makedirs(self.dir, exist_ok=True)
 
@@ -172,6 +191,8 @@ class Writer:
 
 def cmd_load(args):
     root, ack, writers, seconds, seed = args[0], args[1], int(args[2]), float(args[3]), int(args[4])
+    if not on_fuse(root):
+        die("%s is not on a FUSE mount: not writing under a mount point" % root)
     kids = []
     for i in range(writers):
         pid = os.fork()

@@ -311,6 +311,27 @@ def record(fileno, seq):
     return rec + hashlib.sha256(rec).digest()
 
 
+FUSE_SUPER_MAGIC = 0x65735546
+
+
+def on_fuse(path):
+    """statfs(path).f_type is FUSE's (f_type is the first field, a long)."""
+    buf = ctypes.create_string_buffer(256)
+    if libc.statfs(path.encode(), buf) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+    return ctypes.c_long.from_buffer(buf).value == FUSE_SUPER_MAGIC
+
+
+def mkdir_under(d):
+    """mkdir d, fine if it exists; never its parent (os.makedirs would
+    recreate a missing top directory under a vanished mount point)."""
+    try:
+        os.mkdir(d)
+    except FileExistsError:
+        pass
+
+
 def cmd_load(args):
     """load DIR ACKLOG NFILES [SECONDS]: write+fsync records forever (or for
     SECONDS), mixing O_DIRECT and buffered files and 2 KiB/4 KiB/16 KiB
@@ -319,9 +340,15 @@ def cmd_load(args):
     seconds = float(args[3]) if len(args) > 3 else 1e9
     ack = open(acklog, "a", buffering=1)
     rng = random.Random(os.getpid())
-    # After kill -9 the test detaches the dead mount lazily while this load
-    # may still run: paths then resolve on the directory under the mount
-    # point, and records written there must never be acknowledged.
+    # Records are acknowledged only while DIR is on the FUSE mount this load
+    # started on. A load that starts late (python on a busy machine can take
+    # seconds) or outlives its mount would otherwise resolve its paths in
+    # the directory under the mount point, on the host filesystem, where
+    # fsync succeeds and the next mount hides everything: acknowledged and
+    # "lost". The tests keep the dead mount in place until the load ended
+    # (cfs_crash), so this is the second line of defence.
+    if not on_fuse(top):
+        die(f"{top} is not on a FUSE mount: not writing under a mount point")
     mount_dev = os.stat(top).st_dev
 
     def still_mounted():
@@ -335,7 +362,7 @@ def cmd_load(args):
         f = rng.randrange(nfiles)
         if f not in fds:
             d = os.path.join(top, "d%02d" % (f % 4))
-            os.makedirs(d, exist_ok=True)
+            mkdir_under(d)
             name = os.path.join(d, "chunk%03d" % f)
             flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if f % 2 else 0)
             fd = os.open(name, flags, 0o640)
@@ -369,7 +396,7 @@ def cmd_load(args):
         if gen % 50 == 0:
             # metadata churn: a renamed, fsynced marker file per 50 batches
             d = os.path.join(top, "meta")
-            os.makedirs(d, exist_ok=True)
+            mkdir_under(d)
             tmp = os.path.join(d, "tmp")
             with open(tmp, "wb") as t:
                 t.write(struct.pack("<Q", gen) * 64)

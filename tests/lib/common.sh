@@ -107,23 +107,25 @@ cfs_mkfs() {
 declare -A _cfs_mount_pid=()
 
 # cfs_mount SOURCE DIR [OPTS]: start chunkfs in the foreground (-f) in the
-# background, its log in $CFS_WORK/chunkfs-<dir>.log, wait until DIR is
-# mounted, and register cleanup (unmount, wait, kill) for exit. Sets
-# CFS_MOUNT_PID. Fails the test if the daemon dies or does not mount in 20 s.
-# Never call it inside $(...).
+# background, its log in $CFS_WORK/chunkfs-<dir>.log, wait until the new
+# daemon's mount is on DIR (one more chunkfs mount there than before: a
+# mount left on DIR does not count), and register cleanup (unmount, wait,
+# kill) for exit. Sets CFS_MOUNT_PID. Fails the test if the daemon dies or
+# does not mount in 20 s. Never call it inside $(...).
 cfs_mount() {
-	local src=$1 dir=$2 opts=${3:-} log i
+	local src=$1 dir=$2 opts=${3:-} log i before
 	[ -x "$CFS_BIN/chunkfs" ] || cfs_skip "needs $CFS_BIN/chunkfs"
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	log=$CFS_WORK/chunkfs-$(basename "$dir").log
+	before=$(_cfs_mount_count "$dir")
 	echo "=== chunkfs $src $dir ${opts:+-o $opts}" >>"$log"
 	"$CFS_BIN/chunkfs" -f "$src" "$dir" ${opts:+-o "$opts"} >>"$log" 2>&1 &
 	CFS_MOUNT_PID=$!
 	_cfs_mount_pid[$dir]=$CFS_MOUNT_PID
 	cfs_defer "cfs_umount '$dir'"
 	for ((i = 0; i < 200; i++)); do
-		if cfs_is_mounted "$dir"; then
+		if [ "$(_cfs_mount_count "$dir")" -gt "$before" ]; then
 			return 0
 		fi
 		if ! kill -0 "$CFS_MOUNT_PID" 2>/dev/null; then
@@ -138,7 +140,12 @@ cfs_mount() {
 
 # cfs_is_mounted DIR: DIR is a chunkfs mount point now.
 cfs_is_mounted() {
-	awk -v d="$1" '$2 == d && $3 == "fuse.chunkfs" { found = 1 } END { exit !found }' \
+	[ "$(_cfs_mount_count "$1")" -gt 0 ]
+}
+
+# _cfs_mount_count DIR: how many chunkfs mounts are stacked on DIR.
+_cfs_mount_count() {
+	awk -v d="$1" '$2 == d && $3 == "fuse.chunkfs" { n++ } END { print n + 0 }' \
 		/proc/self/mounts
 }
 
@@ -167,14 +174,31 @@ cfs_umount() {
 }
 
 # cfs_kill9 DIR: kill -9 DIR's daemon (a crash), then clear the dead mount.
+# Only when nothing uses DIR any more: see cfs_crash.
 cfs_kill9() {
+	cfs_crash "$1"
+	cfs_clear_mount "$1"
+}
+
+# cfs_crash DIR: kill -9 DIR's daemon (a crash) and reap it, and leave its
+# dead mount on DIR: every process still using DIR gets ENOTCONN or
+# ECONNABORTED from it, also for paths it resolves from now on. Wait for
+# such processes (a load under test) to end, then cfs_clear_mount DIR.
+# Clearing the mount first would let them go on in the directory under the
+# mount point, on the host filesystem, where writes and fsyncs succeed and
+# the next mount hides them (how daemon_crash once "lost" fsynced data).
+cfs_crash() {
 	local dir=$1 pid=${_cfs_mount_pid[$1]:-}
-	[ -n "$pid" ] || cfs_fail "cfs_kill9: no daemon for $dir"
-	kill -9 "$pid" 2>/dev/null || true
+	[ -n "$pid" ] || cfs_fail "cfs_crash: no daemon for $dir"
+	kill -9 "$pid" 2>/dev/null || true	# not reaped yet: still our child's pid
 	wait "$pid" 2>/dev/null || true
 	unset "_cfs_mount_pid[$dir]"
-	# The kernel keeps the dead mount ("Transport endpoint is not connected").
-	fusermount3 -u "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
+}
+
+# cfs_clear_mount DIR: remove the dead mount a crashed daemon left on DIR
+# ("Transport endpoint is not connected"); lazily if something holds it.
+cfs_clear_mount() {
+	fusermount3 -u "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true
 }
 
 # cfs_daemon_log DIR: print the log of DIR's daemon(s).
