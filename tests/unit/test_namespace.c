@@ -475,7 +475,7 @@ Test(namespace, readdir_paged_plus, .init = setup, .fini = teardown)
 struct churn {
 	uint64_t dir;
 	atomic_bool stop;
-	int rounds;
+	atomic_int rounds; /* read by the lister while the churn runs */
 };
 
 static void *churn_thread(void *p)
@@ -515,6 +515,10 @@ Test(namespace, readdir_cookies_stable_under_concurrent_changes, .init = setup, 
 	l.cookies = calloc(4096, sizeof(*l.cookies));
 	atomic_store(&c.stop, false);
 	pthread_create(&t, NULL, churn_thread, &c);
+	/* A loaded machine may not run the churn before the listing is half
+	 * done: list only once it has changed the directory. */
+	for (int i = 0; i < 10000 && atomic_load(&c.rounds) == 0; i++)
+		usleep(1000);
 	do {
 		int before = l.count;
 
