@@ -214,6 +214,7 @@ struct cfs_journal {
 	uint8_t *io_buf; /* aligned metadata write buffer */
 	size_t io_buf_bytes;
 	_Atomic uint64_t durable_seq;
+	_Atomic uint64_t log_used_approx; /* log_offset - log_start + records in flight */
 	_Atomic bool meta_full;
 	_Atomic uint64_t commits;
 	_Atomic uint64_t snapshots;
@@ -732,6 +733,36 @@ static uint64_t padding_for(uint64_t used, uint64_t align)
 	return gap;
 }
 
+/* ---- how full the metadata region is ---------------------------------------------------------
+ * meta_full is exact only right after a snapshot. Between snapshots the
+ * state can grow by everything logged since and everything still in the
+ * tail (up to CFS_TAIL_LIMIT_BYTES, far more than a small region), so a
+ * burst of metadata without fsync could outgrow the region before the next
+ * snapshot noticed: the snapshot then fails and the mount turns read-only.
+ * The estimate below bounds the next snapshot (a record adds at most its
+ * own bytes to the state); while it is over the limit and meta_full is not
+ * set, mutations wait in cfs_journal_throttle() for a commit, which then
+ * snapshots and makes meta_full exact again. */
+
+static uint64_t meta_limit_bytes(struct cfs_fs *fs)
+{
+	return cfs_sb_half_size_bytes(&fs->sb) / 4 * 3;
+}
+
+static bool meta_unsettled(struct cfs_journal *j)
+{
+	return j->persist && !atomic_load(&j->meta_full) &&
+	       atomic_load(&j->snapshot_bytes) + atomic_load(&j->log_used_approx) +
+			       atomic_load(&j->pending_approx) >
+		       meta_limit_bytes(j->fs);
+}
+
+static void set_log_offset(struct cfs_journal *j, uint64_t offset)
+{
+	j->log_offset_bytes = offset;
+	atomic_store(&j->log_used_approx, offset - j->log_start_bytes);
+}
+
 /* ---- snapshots ------------------------------------------------------------------------------- */
 
 int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
@@ -761,6 +792,8 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	seq_start = j->next_seq;
 	dropped = j->tail_first;
 	j->tail_first = j->tail_last = NULL;
+	/* Still counted (as log) until the snapshot holding them is written. */
+	atomic_fetch_add(&j->log_used_approx, j->pending_bytes);
 	j->pending_bytes = 0;
 	j->lost = false;
 	atomic_store(&j->pending_approx, 0);
@@ -852,10 +885,10 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	j->skip_seq = false;
 	j->log_start_bytes = cfs_sb_log_offset_bytes(&fs->sb);
 	j->log_end_bytes = half_offset + half_bytes;
-	j->log_offset_bytes = j->log_start_bytes;
+	set_log_offset(j, j->log_start_bytes);
 	CFS_FS_ASSERT(j->log_start_bytes == half_offset + total);
 	atomic_store(&j->snapshot_bytes, total);
-	atomic_store(&j->meta_full, total > half_bytes / 4 * 3);
+	atomic_store(&j->meta_full, total > meta_limit_bytes(fs));
 	atomic_fetch_add(&j->snapshots, 1);
 	set_durable(j, seq_start - 1);
 out_free:
@@ -915,6 +948,8 @@ static int commit_once(struct cfs_journal *j, bool force)
 	}
 	last_seq = j->next_seq - 1;
 	j->tail_first = j->tail_last = NULL;
+	/* The batch in flight still counts for meta_unsettled(). */
+	atomic_fetch_add(&j->log_used_approx, bytes);
 	j->pending_bytes = 0;
 	atomic_store(&j->pending_approx, 0);
 	pthread_mutex_unlock(&j->tail_lock);
@@ -927,7 +962,7 @@ static int commit_once(struct cfs_journal *j, bool force)
 	}
 	if (!bytes && !force) {
 		tail_free(batch);
-		return 0;
+		return meta_unsettled(j) ? cfs_journal_snapshot(j, false) : 0;
 	}
 	/* (2) the data the captured bits describe is durable before (3). */
 	ret = meta_flush(fs);
@@ -955,17 +990,18 @@ static int commit_once(struct cfs_journal *j, bool force)
 		cfs_fs_set_readonly(fs, "log write", ret);
 		return -EIO;
 	}
-	j->log_offset_bytes += bytes;
+	set_log_offset(j, j->log_offset_bytes + bytes);
 	if (bytes)
 		atomic_fetch_add(&j->commits, 1);
 	/* (5) busy units freed by these records are free now. */
 	set_durable(j, last_seq);
 	/* Compact when the log passes half its room; while the region is
 	 * full, after every commit that wrote something, so deletions make
-	 * room as soon as they are durable. */
+	 * room as soon as they are durable; and when it may have filled
+	 * since the last snapshot, to know. */
 	if (j->log_offset_bytes - j->log_start_bytes >
 		    (j->log_end_bytes - j->log_start_bytes) / 2 ||
-	    (bytes && atomic_load(&j->meta_full)))
+	    (bytes && atomic_load(&j->meta_full)) || meta_unsettled(j))
 		return cfs_journal_snapshot(j, false);
 	return 0;
 }
@@ -1109,12 +1145,14 @@ void cfs_journal_throttle(struct cfs_fs *fs)
 {
 	struct cfs_journal *j = fs->journal;
 
-	if (atomic_load(&j->pending_approx) < CFS_TAIL_LIMIT_BYTES)
+	if (atomic_load(&j->pending_approx) < CFS_TAIL_LIMIT_BYTES && !meta_unsettled(j))
 		return;
 	pthread_mutex_lock(&j->lock);
-	/* Bounded: each pass waits for one commit, which empties the tail. */
+	/* Bounded: each pass waits for one commit, which empties the tail
+	 * (and snapshots if the metadata region may be full). */
 	for (int pass = 0; pass < 100 && j->running && !cfs_fs_is_readonly(fs) &&
-			   atomic_load(&j->pending_approx) >= CFS_TAIL_LIMIT_BYTES;
+			   (atomic_load(&j->pending_approx) >= CFS_TAIL_LIMIT_BYTES ||
+			    meta_unsettled(j));
 	     pass++) {
 		uint64_t seen = j->commits_done;
 
@@ -1501,7 +1539,7 @@ static int replay_log(struct cfs_journal *j, uint64_t *replayed, const char **wh
 	pthread_mutex_lock(&j->tail_lock);
 	j->next_seq = r.complete_next_seq;
 	pthread_mutex_unlock(&j->tail_lock);
-	j->log_offset_bytes = r.complete_end_bytes;
+	set_log_offset(j, r.complete_end_bytes);
 out_free:
 	free(r.txn_buf);
 	free(buf);
