@@ -144,6 +144,16 @@ done
 # ---- mount through /etc/fstab ------------------------------------------------
 mkchunkfs -q -s 128M --sparse -L pkgtest "$img" || cfs_fail "installed mkchunkfs failed"
 mkdir -p "$mnt" "$ram"
+# mount(8) keeps some fstab options to itself; the helper, called the way
+# mount(8) calls it (-f: check everything, mount nothing), must accept all of
+# them, and still refuse an option it does not know.
+fstab_opts=defaults,nofail,_netdev,noauto,auto,user,nouser,x-systemd.automount,x-systemd.requires-mounts-for=/var/tmp,comment=cfs,relatime
+for helper in mount.fuse.chunkfs mount.chunkfs; do
+	out=$("/usr/sbin/$helper" "$img" "$mnt" -f -n -o "$fstab_opts" 2>&1) ||
+		cfs_fail "$helper -o $fstab_opts refused: $out"
+done
+cfs_expect_fail_with "unknown option 'no_such_option'" 1 \
+	/usr/sbin/mount.chunkfs "$img" "$mnt" -f -o defaults,no_such_option
 {
 	echo "# package_deb test $$ (restored at exit)"
 	echo "$img $mnt fuse.chunkfs defaults,nofail,_netdev,noauto,noatime,allow_other,x-systemd.requires-mounts-for=/var/tmp,x-systemd.device-timeout=10s,comment=cfs 0 0"
