@@ -12,9 +12,13 @@
 # The fault rules count requests from mount on, so each case first finds
 # how many requests of its kind the mount itself makes (the smallest nth
 # that mounts), and the next one is the application's.
+# Every failed request is counted in the chunk's statistics (README
+# "Statistics"), as the application saw it: reads, writes and fsyncs with
+# their *_errors, err_eio / err_enospc, errors, and the mount-wide totals.
 . "$(dirname "$0")/../lib/common.sh"
+. "$CFS_ROOT/tests/lib/stats.sh"
 cfs_require_fuse
-cfs_require_cmd python3
+cfs_require_cmd python3 getfattr setfattr
 
 img=$CFS_WORK/store.img
 mnt=$CFS_WORK/mnt
@@ -50,8 +54,19 @@ first_free() {
 
 py() { python3 - "$mnt/f" "$@"; }
 
+# expect_stats PATH NAME=VALUE...: the counters of PATH
+expect_stats() {
+	local path=$1 kv
+	shift
+	for kv in "$@"; do
+		cfs_expect "$path" "${kv%%=*}" "${kv#*=}"
+	done
+}
+
 # ---- read EIO -----------------------------------------------------------------------
 first_free read err=EIO
+cfs_reset "$mnt/f"
+cfs_reset "$mnt"
 py <<'EOF2' || cfs_fail "read EIO"
 import errno, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
@@ -64,11 +79,15 @@ except OSError as e:
         sys.exit("read: %s, expected EIO" % e)
 assert os.preadv(fd, [m], 0) == 4096, "the next read failed"
 EOF2
+expect_stats "$mnt/f" reads=2 read_bytes=4096 read_errors=1 err_eio=1 errors=1 writes=0
+expect_stats "$mnt" err_eio=1 errors=1
 [ "$(md5sum <"$mnt/f")" = "$sum" ] || cfs_fail "content changed after a read error"
 umount_wait
 
 # ---- write EIO, reported to the next fsync ------------------------------------------------
 first_free write err=EIO
+cfs_reset "$mnt/f"
+cfs_reset "$mnt"
 py <<'EOF2' || cfs_fail "write EIO"
 import errno, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
@@ -90,10 +109,15 @@ os.fsync(fd)  # reported once
 assert os.pwritev(fd, [m], 0) == 4096
 os.fsync(fd)
 EOF2
+# the write's EIO, and again the fsync's that reported it
+expect_stats "$mnt/f" writes=2 write_bytes=4096 write_errors=1 fsyncs=3 fsync_errors=1 \
+	err_eio=2 errors=2 reads=0
+expect_stats "$mnt" err_eio=2 errors=2
 umount_wait
 
 # ---- write ENOSPC from the store ---------------------------------------------------------
 first_free write err=ENOSPC
+cfs_reset "$mnt/f"
 py <<'EOF2' || cfs_fail "write ENOSPC"
 import errno, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
@@ -106,6 +130,7 @@ except OSError as e:
     if e.errno != errno.ENOSPC:
         sys.exit("write: %s, expected ENOSPC" % e)
 EOF2
+expect_stats "$mnt/f" writes=1 write_bytes=0 write_errors=1 err_enospc=1 err_eio=0 errors=1
 umount_wait
 
 # ---- flush EIO: read-only, said in the log ---------------------------------------------------
@@ -114,6 +139,7 @@ umount_wait
 first_free flush err=EIO
 umount_wait
 cfs_mount "$img" "$mnt" "wait=10,fault=op=flush,nth=$nth,err=EIO"
+cfs_reset "$mnt/f"
 py <<'EOF2' || cfs_fail "flush EIO"
 import errno, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY)
@@ -131,6 +157,8 @@ except OSError as e:
     if e.errno != errno.EROFS:
         sys.exit("create: %s, expected EROFS" % e)
 EOF2
+expect_stats "$mnt/f" writes=1 write_errors=0 fsyncs=1 fsync_errors=1 err_eio=1 errors=1
+expect_stats "$mnt" readonly=1
 cfs_umount "$mnt" || true
 cfs_daemon_log "$mnt" | grep -q "failed (.*): the filesystem is read-only from now on" ||
 	{ cfs_daemon_log "$mnt"; cfs_fail "no log line about read-only"; }
