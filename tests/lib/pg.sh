@@ -2,8 +2,11 @@
 # and bench/pgbench.sh, sourced after common.sh.
 #
 #   pg_require                        skip (77) unless root and PostgreSQL's programs exist
-#   pg_init PGDATA [CONF_LINE...]     initdb --data-checksums as $PG_USER; sets PGDATA,
-#                                     PG_SOCK, PG_PORT, PG_LOG; extra postgresql.conf lines
+#   pg_init PGDATA [CONF_LINE...]     initdb --data-checksums as $PG_USER, extra
+#                                     postgresql.conf lines; port $PG_PORT (default 5499);
+#                                     then pg_use's it
+#   pg_use PGDATA PORT                the cluster the functions below act on: sets PGDATA,
+#                                     PGPORT, PG_LOG ($CFS_WORK/postgres-PORT.log)
 #   pg_start / pg_stop [MODE]         pg_ctl start (waits) / stop (fast by default)
 #   pg_sql [-d DB] SQL                psql -At as $PG_USER, stops on the first error
 #   pg_as CMD...                      run CMD as $PG_USER (from /, with PGHOST/PGPORT set)
@@ -37,20 +40,24 @@ pg_require() {
 # one the server's user may enter, or initdb and pg_ctl complain.
 pg_as() { (cd / && runuser -u "$PG_USER" -- "$@"); }
 
+pg_use() {
+	PGDATA=$1
+	PG_PORT=$2
+	PG_SOCK=$CFS_WORK/pgsock
+	PG_LOG=$CFS_WORK/postgres-$PG_PORT.log
+	export PGDATA PGHOST=$PG_SOCK PGPORT=$PG_PORT PGUSER=$PG_USER
+}
+
 pg_init() {
 	local line
-	PGDATA=$1
+	pg_use "$1" "${PG_PORT:-5499}"
 	shift
-	PG_SOCK=$CFS_WORK/pgsock
-	PG_PORT=${PG_PORT:-5499}
-	PG_LOG=$CFS_WORK/postgres.log
-	export PGDATA PGHOST=$PG_SOCK PGPORT=$PG_PORT PGUSER=$PG_USER
 	chmod 755 "$CFS_WORK"
 	mkdir -p "$PGDATA" "$PG_SOCK"
 	chown "$PG_USER": "$PGDATA" "$PG_SOCK"
 	chmod 700 "$PGDATA"
 	touch "$PG_LOG" && chown "$PG_USER": "$PG_LOG"
-	cfs_defer pg_cleanup
+	cfs_defer "pg_use '$PGDATA' $PG_PORT; pg_cleanup"
 	pg_as "$PG_BIN/initdb" -D "$PGDATA" --data-checksums -A trust -U "$PG_USER" \
 		-E UTF8 --locale=C.UTF-8 >"$CFS_WORK/initdb.log" 2>&1 ||
 		{ cat "$CFS_WORK/initdb.log" >&2; cfs_fail "initdb failed"; }
