@@ -97,7 +97,10 @@ for t in fio python3 gnuplot mkfs.ext2 mkfs.ext4 mkfs.xfs perf; do
 done
 
 stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$resdir" ] || resdir=$root/bench/results/run-$stamp$([ "$QUICK" = 1 ] && echo -quick)
+if [ -z "$resdir" ]; then
+	resdir=$root/bench/results/run-$stamp
+	[ "$QUICK" = 1 ] && resdir=$resdir-quick
+fi
 mkdir -p "$resdir"
 resdir=$(cd "$resdir" && pwd)
 work=$(mktemp -d "$dir/cfs-bench.XXXXXX")
