@@ -67,6 +67,7 @@
 
 #include "fs/data.h"
 #include "fs/fs.h"
+#include "fs/transport_uring.h"
 #include "iopath/iopath.h"
 
 #define PARTS_PER_ROUND 8u
@@ -103,6 +104,7 @@ struct ctx {
 	bool direct;	      /* OP_READ: an O_DIRECT open (short reads are counted) */
 	uint32_t asked_bytes; /* OP_READ: the length the kernel asked for */
 	bool buf_heap;
+	bool buf_ring; /* buf is the FUSE-over-io_uring reply payload (not ours to free) */
 	uint64_t offset_bytes; /* the FUSE request */
 	uint32_t length_bytes;
 	uint64_t base_bytes;   /* file offset that buf[0] stands for */
@@ -175,7 +177,9 @@ static struct ctx *ctx_get(struct cfs_loop *l)
 static void ctx_put(struct cfs_loop *l, struct ctx *c)
 {
 	if (c->buf) {
-		if (c->buf_heap)
+		if (c->buf_ring)
+			; /* the ring entry's, until the reply is committed */
+		else if (c->buf_heap)
 			free(c->buf);
 		else
 			cfs_ioq_buf_put(l->q, c->buf);
@@ -193,6 +197,7 @@ static int ctx_buf(struct cfs_loop *l, struct ctx *c, uint32_t bytes)
 {
 	c->buf_bytes = bytes;
 	c->buf_heap = false;
+	c->buf_ring = false;
 	c->buf = cfs_ioq_buf_get(l->q, bytes);
 	if (c->buf)
 		return 0;
@@ -773,9 +778,25 @@ int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, 
 	c->end_bytes = align_up(offset + size, l->granule_bytes);
 	c->cursor_bytes = c->base_bytes;
 	memset(c->zmap, 0, sizeof(c->zmap));
-	ret = ctx_buf(l, c, (uint32_t)(c->end_bytes - c->base_bytes));
-	if (ret)
-		goto out_finish;
+	{
+		size_t rb_bytes = 0;
+		void *rb = c->base_bytes == offset ? cfs_uring_reply_buf(&rb_bytes) : NULL;
+
+		if (rb && c->end_bytes - c->base_bytes <= rb_bytes) {
+			/* FUSE over io_uring: the device reads straight into
+			 * the reply's payload buffer (page aligned), and the
+			 * reply copies nothing (the /dev/fuse reply's copy is
+			 * the kernel's, from the buffer to the reader). */
+			c->buf = rb;
+			c->buf_bytes = (uint32_t)(c->end_bytes - c->base_bytes);
+			c->buf_heap = false;
+			c->buf_ring = true;
+		} else {
+			ret = ctx_buf(l, c, (uint32_t)(c->end_bytes - c->base_bytes));
+			if (ret)
+				goto out_finish;
+		}
+	}
 	ctx_continue(l, c);
 	return 0;
 

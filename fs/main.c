@@ -933,7 +933,7 @@ static void request_stop(void)
 	}
 }
 
-enum { TAG_FUSE = 1, TAG_QUEUE, TAG_REMOTE, TAG_STOP, TAG_URING };
+enum { TAG_FUSE = 1, TAG_QUEUE, TAG_REMOTE, TAG_STOP, TAG_URING, TAG_URING_CQ };
 
 static int ep_add(int ep, int fd, uint32_t events, uint64_t tag)
 {
@@ -983,7 +983,7 @@ static void *loop_thread(void *arg)
 	/* FUSE over io_uring: ring requests are reaped here, and /dev/fuse
 	 * still carries INIT, FORGET and INTERRUPT (transport_uring.h). */
 	struct cfs_uring_loop *u = cfs_uring_loop_get(cfs_loop_index(l));
-	bool armed = false, stopping = false;
+	bool armed = false, stopping = false, ring_polled = false;
 	int ep;
 
 	cfs_loop_enter(l);
@@ -1001,7 +1001,7 @@ static void *loop_thread(void *arg)
 	}
 
 	for (;;) {
-		struct epoll_event evs[5];
+		struct epoll_event evs[6];
 		int n, timeout;
 
 		cfs_loop_work(l);
@@ -1020,6 +1020,13 @@ static void *loop_thread(void *arg)
 				cfs_loop_work(l);
 			}
 			cfs_uring_loop_flush(u);
+			/* The ring exists once INIT negotiated it. */
+			if (!ring_polled && cfs_uring_loop_ring_fd(u) >= 0) {
+				if (ep_add(ep, cfs_uring_loop_ring_fd(u), EPOLLIN, TAG_URING_CQ))
+					fuse_log(FUSE_LOG_ERR, "chunkfs: epoll: %s\n",
+						 strerror(errno));
+				ring_polled = true;
+			}
 		}
 		if (stopping) {
 			if (cfs_loop_idle(l))
@@ -1038,12 +1045,14 @@ static void *loop_thread(void *arg)
 		}
 
 		/* A ring request arrives as task work that runs when this
-		 * thread leaves a system call (the flush above, or epoll_wait,
-		 * which it interrupts with EINTR): look before sleeping. */
+		 * thread returns to user space (from the flush above, from an
+		 * interrupt, or from epoll_wait, which it interrupts): look
+		 * before sleeping, and epoll watches the ring fd for the CQEs
+		 * posted in between. */
 		timeout = cfs_loop_poll_timeout_ms(l);
 		if (u && cfs_uring_loop_pending(u, l, !stopping))
 			timeout = 0;
-		n = epoll_wait(ep, evs, 5, timeout);
+		n = epoll_wait(ep, evs, 6, timeout);
 		if (n < 0 && errno != EINTR) {
 			fuse_log(FUSE_LOG_ERR, "chunkfs: epoll_wait: %s\n", strerror(errno));
 			request_stop();
@@ -1070,6 +1079,8 @@ static void *loop_thread(void *arg)
 			case TAG_URING:
 				cfs_uring_loop_drain(u);
 				break;
+			case TAG_URING_CQ:
+				break; /* reaped at the top of the loop */
 			case TAG_FUSE:
 				if (!stopping && !receive_batch(l, se)) {
 					request_stop();

@@ -98,6 +98,7 @@ static struct {
 } T = {.fd = -1};
 
 static __thread struct cfs_uring_loop *tls_u;
+static __thread struct ent *tls_cur; /* the ring request libfuse is handling */
 
 /* ---- unique -> entry -------------------------------------------------------------- */
 
@@ -254,7 +255,9 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		/* The kernel never asks more than max_pages: a longer reply is a bug. */
 		if (copied + iov[i].iov_len > T.payload_bytes)
 			abort();
-		memcpy(e->payload + copied, iov[i].iov_base, iov[i].iov_len);
+		/* Read straight into the payload (cfs_uring_reply_buf): no copy. */
+		if (iov[i].iov_base != e->payload + copied)
+			memcpy(e->payload + copied, iov[i].iov_base, iov[i].iov_len);
 		copied += iov[i].iov_len;
 	}
 	e->hdr.ring_ent_in_out.payload_sz = (uint32_t)copied;
@@ -526,7 +529,17 @@ static void dispatch(struct cfs_uring_loop *u, struct ent *e)
 	buf.size = in->len;
 	u->ring_requests++;
 	unique_insert(e->unique, e);
+	tls_cur = e;
 	fuse_session_process_buf(T.se, &buf);
+	tls_cur = NULL;
+}
+
+void *cfs_uring_reply_buf(size_t *bytes)
+{
+	if (!tls_cur)
+		return NULL;
+	*bytes = T.payload_bytes;
+	return tls_cur->payload;
 }
 
 int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool receive)
@@ -554,10 +567,9 @@ int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool recei
 		prep_cmd(u, e, CFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
 		e = next;
 	}
-	if (!receive)
-		return 0; /* stopping: new requests stay with the kernel */
-	/* Requests that waited for a context. */
-	while ((e = u->deferred_head) && cfs_loop_can_receive(l)) {
+	/* Requests that waited for a context (stopping: they wait for the
+	 * unmount, which fails them). */
+	while (receive && (e = u->deferred_head) && cfs_loop_can_receive(l)) {
 		u->deferred_head = e->next;
 		if (!u->deferred_head)
 			u->deferred_tail = NULL;
@@ -580,7 +592,7 @@ int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool recei
 			u->live--;
 			continue;
 		}
-		if (u->deferred_head || !cfs_loop_can_receive(l)) {
+		if (!receive || u->deferred_head || !cfs_loop_can_receive(l)) {
 			e->next = NULL;
 			if (u->deferred_tail)
 				u->deferred_tail->next = e;
@@ -594,6 +606,11 @@ int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool recei
 	}
 	io_uring_cq_advance(&u->ring, seen);
 	return done;
+}
+
+int cfs_uring_loop_ring_fd(const struct cfs_uring_loop *u)
+{
+	return u->ring_ready ? u->ring.ring_fd : -1;
 }
 
 void cfs_uring_loop_flush(struct cfs_uring_loop *u)
@@ -611,8 +628,8 @@ bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loo
 		return false;
 	if (atomic_load_explicit(&u->remote, memory_order_relaxed) || u->sq_pending)
 		return true;
-	return receive && (io_uring_cq_ready(&u->ring) ||
-			   (u->deferred_head && cfs_loop_can_receive(l)));
+	return io_uring_cq_ready(&u->ring) ||
+	       (receive && u->deferred_head && cfs_loop_can_receive(l));
 }
 
 void cfs_uring_loop_stop(struct cfs_uring_loop *u)

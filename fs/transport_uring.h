@@ -109,10 +109,17 @@ void cfs_uring_loop_drain(struct cfs_uring_loop *u);
  * Register the loop's entries once INIT negotiated the rings, take ring
  * requests (as long as cfs_loop_can_receive(l)) and hand them to libfuse,
  * queue the commits of replies made on other threads. receive false (the loop
- * is stopping): commits only. Returns the number of requests dispatched, or
+ * is stopping): commits only; new requests are held until the unmount. Returns the number of requests dispatched, or
  * < 0 when the rings could not be set up.
  */
 int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool receive);
+/*
+ * The ring's fd once the entries are registered, else -1: the loop polls it
+ * (readable while CQEs wait). Needed because the kernel delivers a request as
+ * task work, which may run when the thread returns from an interrupt, after
+ * the loop looked at its CQ and before it sleeps.
+ */
+int cfs_uring_loop_ring_fd(const struct cfs_uring_loop *u);
 /* Submit the commits queued by replies (one io_uring_enter). */
 void cfs_uring_loop_flush(struct cfs_uring_loop *u);
 /* Work is waiting (completions, deferred requests, remote replies): poll, do not sleep. */
@@ -120,6 +127,15 @@ bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loo
 			    bool receive);
 /* Stop: no more commits; entries still in flight are released by the kernel. */
 void cfs_uring_loop_stop(struct cfs_uring_loop *u);
+
+/*
+ * The payload buffer of the ring request being handled by this thread right
+ * now (inside fuse_session_process_buf), or NULL (a /dev/fuse request, or no
+ * transport). A READ handler may read the data straight into it: it is the
+ * request's own until its reply, and a reply whose data already sits at the
+ * start of the buffer is committed without a copy. Page aligned.
+ */
+void *cfs_uring_reply_buf(size_t *bytes);
 
 /* Counters for the exit log line and the tests: requests taken from the rings
  * and from /dev/fuse, and whether the rings were ever in use. */

@@ -4,8 +4,8 @@
 # enabled, the rings really carry the requests (the daemon's exit line counts
 # requests over io_uring and reads of /dev/fuse); content checks; unmount with
 # I/O just done and SIGTERM never hang; kill -9 leaves a dead mount that
-# cfs_umount clears; then daemon_direct.sh, daemon_fio.sh and ram_fio.sh run
-# again on the uring transport (CFS_EXTRA_MOUNT_OPTS).
+# cfs_umount clears. (uring_daemon_direct.sh, uring_daemon_fio.sh and
+# uring_ram_fio.sh run the content-checking loads again on the rings.)
 # Sets /sys/module/fuse/parameters/enable_uring for the test and restores it.
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
@@ -116,14 +116,4 @@ timeout 10 stat "$ram" >/dev/null 2>&1 && cfs_fail "the dead mount still answers
 cfs_umount "$ram" || true # the daemon was killed: its exit status is not ours
 cfs_is_mounted "$ram" && cfs_fail "dead mount left after cfs_umount"
 
-cfs_log "the content-checking loads on the rings"
-for t in daemon_direct daemon_fio ram_fio; do
-	set +e
-	CFS_EXTRA_MOUNT_OPTS=transport=uring "$CFS_ROOT/tests/integration/$t.sh" \
-		>"$CFS_WORK/$t.out" 2>&1
-	rc=$?
-	set -e
-	[ $rc -eq 0 ] || cfs_fail "$t.sh on transport=uring exited $rc: $(tail -n 30 "$CFS_WORK/$t.out")"
-	cfs_log "$t.sh on transport=uring: pass"
-done
 exit 0
