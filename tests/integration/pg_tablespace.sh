@@ -6,7 +6,8 @@
 # a chunkfs RAM mount, the server running as postgres (allow_other).
 #
 #   pgbench -i into the tablespace, a timed pgbench run, a sort that spills
-#   (every temp file PostgreSQL logs is in the RAM mount's tablespace, and
+#   (every temp file PostgreSQL logs is in the RAM mount's tablespace, a
+#   temp file's own statistics read while the sort runs show its writes, and
 #   the RAM mount counted at least the bytes the sort says it wrote),
 #   pg_amcheck clean, stop, pg_checksums clean offline, the RAM mount
 #   remounted empty and its directories recreated, start, the sort again;
@@ -85,15 +86,32 @@ cfs_log "tps $tps, $done_tx transactions"
 # every temp file PostgreSQL logs is there, and the RAM mount counted at
 # least the bytes the sort and pg_stat_database say were written.
 spill() {
-	local ram_w0 ram_r0 tmp0 log_off plan disk_kb ram_w tmp
+	local ram_w0 ram_r0 tmp0 log_off plan disk_kb ram_w tmp sort_pid seen seen_w seen_name f w
 	cfs_log "a sort that spills into the RAM mount ($1)"
 	ram_w0=$(cfs_stat "$ram" write_bytes)
 	ram_r0=$(cfs_stat "$ram" reads)
 	tmp0=$(pg_sql "SELECT temp_bytes FROM pg_stat_database WHERE datname = '$db'")
 	log_off=$(stat -c %s "$PG_LOG")
-	plan=$(pg_sql -d $db "SET work_mem = '64kB';
+	pg_sql -d $db "SET work_mem = '64kB';
 		EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
-		SELECT * FROM pgbench_accounts ORDER BY bid DESC, abalance, filler, aid DESC")
+		SELECT * FROM pgbench_accounts ORDER BY bid DESC, abalance, filler, aid DESC" \
+		>"$CFS_WORK/plan" 2>&1 &
+	sort_pid=$!
+	# While it runs: the temp files' own statistics (they go with the files).
+	seen=0 seen_w=0 seen_name=
+	while kill -0 $sort_pid 2>/dev/null; do
+		for f in "$ram"/pgtemp/PG_15_*/pgsql_tmp/pgsql_tmp*; do
+			w=$(getfattr --only-values -n user.chunkfs.write_bytes "$f" 2>/dev/null) || continue
+			seen=1
+			[ "$w" -le "$seen_w" ] || { seen_w=$w; seen_name=$(basename "$f"); }
+		done
+		sleep 0.05
+	done
+	wait $sort_pid || cfs_fail "the sort failed: $(cat "$CFS_WORK/plan")"
+	plan=$(cat "$CFS_WORK/plan")
+	[ $seen = 1 ] && [ "$seen_w" -gt 0 ] ||
+		cfs_fail "no temp file with written bytes seen on the RAM mount during the sort"
+	cfs_log "during the sort: $seen_name had user.chunkfs.write_bytes=$seen_w"
 	# One Sort line per process (a parallel sort has its workers' lines too).
 	disk_kb=$(sed -nE 's/.*Sort Method: external merge +Disk: ([0-9]+)kB.*/\1/p' <<<"$plan" |
 		awk '{ s += $1 } END { if (NR) print s }')
