@@ -850,6 +850,23 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	c->base_bytes = align_down(offset, l->granule_bytes);
 	c->cursor_bytes = offset;
 	c->end_bytes = offset + size;
+	{
+		size_t rb_bytes = 0;
+		void *rb = cfs_uring_reply_buf(&rb_bytes);
+
+		if (rb && data == rb && offset % l->granule_bytes == 0 &&
+		    size % l->granule_bytes == 0) {
+			/* FUSE over io_uring: the payload sits page aligned in
+			 * the ring entry, which is this request's until the
+			 * reply: write it to the device from there, no copy. */
+			c->buf = rb;
+			c->buf_bytes = (uint32_t)size;
+			c->buf_heap = false;
+			c->buf_ring = true;
+			ctx_continue(l, c);
+			return 0;
+		}
+	}
 	ret = ctx_buf(l, c, (uint32_t)(align_up(offset + size, l->granule_bytes) - c->base_bytes));
 	if (ret) {
 		atomic_store(&c->error, ret);
