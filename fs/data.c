@@ -104,7 +104,7 @@ struct ctx {
 	bool direct;	      /* OP_READ: an O_DIRECT open (short reads are counted) */
 	uint32_t asked_bytes; /* OP_READ: the length the kernel asked for */
 	bool buf_heap;
-	bool buf_ring; /* buf is the FUSE-over-io_uring reply payload (not ours to free) */
+	bool buf_ring;	       /* buf is the FUSE-over-io_uring reply payload (not ours to free) */
 	uint64_t offset_bytes; /* the FUSE request */
 	uint32_t length_bytes;
 	uint64_t base_bytes;   /* file offset that buf[0] stands for */

@@ -109,7 +109,7 @@ struct options {
 	const char *fault_spec;
 	const char *fsname;
 	enum cfs_transport transport; /* -o transport=dev|uring|auto, -o uring */
-	char kernel_flags[256]; /* ro,nosuid,... passed through to the mount */
+	char kernel_flags[256];	      /* ro,nosuid,... passed through to the mount */
 };
 
 /* ---- logging -------------------------------------------------------------

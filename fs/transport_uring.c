@@ -271,9 +271,8 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 		do {
 			e->next = head;
-		} while (!atomic_compare_exchange_weak_explicit(&e->owner->remote, &head, e,
-								memory_order_release,
-								memory_order_relaxed));
+		} while (!atomic_compare_exchange_weak_explicit(
+			&e->owner->remote, &head, e, memory_order_release, memory_order_relaxed));
 		wake(e->owner);
 	}
 	return (ssize_t)total;
@@ -476,8 +475,8 @@ static int loop_register(struct cfs_uring_loop *u)
 	p.flags = IORING_SETUP_SQE128;
 	ret = io_uring_queue_init_params(u->nents, &u->ring, &p);
 	if (ret < 0) {
-		fuse_log(FUSE_LOG_ERR, "chunkfs: FUSE over io_uring: loop %u: ring: %s\n",
-			 u->index, strerror(-ret));
+		fuse_log(FUSE_LOG_ERR, "chunkfs: FUSE over io_uring: loop %u: ring: %s\n", u->index,
+			 strerror(-ret));
 		return ret;
 	}
 	u->ring_ready = true;
@@ -621,8 +620,7 @@ void cfs_uring_loop_flush(struct cfs_uring_loop *u)
 	}
 }
 
-bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loop *l,
-			    bool receive)
+bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loop *l, bool receive)
 {
 	if (!u->ring_ready || u->stopped)
 		return false;

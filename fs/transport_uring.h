@@ -109,8 +109,9 @@ void cfs_uring_loop_drain(struct cfs_uring_loop *u);
  * Register the loop's entries once INIT negotiated the rings, take ring
  * requests (as long as cfs_loop_can_receive(l)) and hand them to libfuse,
  * queue the commits of replies made on other threads. receive false (the loop
- * is stopping): commits only; new requests are held until the unmount. Returns the number of requests dispatched, or
- * < 0 when the rings could not be set up.
+ * is stopping): commits only; new requests are held until the unmount.
+ * Returns the number of requests dispatched, or < 0 when the rings could not
+ * be set up.
  */
 int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool receive);
 /*
@@ -123,8 +124,7 @@ int cfs_uring_loop_ring_fd(const struct cfs_uring_loop *u);
 /* Submit the commits queued by replies (one io_uring_enter). */
 void cfs_uring_loop_flush(struct cfs_uring_loop *u);
 /* Work is waiting (completions, deferred requests, remote replies): poll, do not sleep. */
-bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loop *l,
-			    bool receive);
+bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loop *l, bool receive);
 /* Stop: no more commits; entries still in flight are released by the kernel. */
 void cfs_uring_loop_stop(struct cfs_uring_loop *u);
 
