@@ -10,7 +10,9 @@
 #   -m tablespace (default): the cluster (and its WAL) on local disk, the
 #      pgbench database's tablespace on the filesystem: the DBA's layout,
 #      pg_tblspc/OID -> the mount;
-#   -m pgdata: the whole data directory, WAL included, on the filesystem.
+#   -m pgdata: the whole data directory, WAL included, on the filesystem
+#      (keep -S at 4G or more: a fresh cluster has ~1000 files, and each one
+#      with data takes a chunkfs allocation unit, 1 MiB by default).
 # pgbench -i once per cluster, then N repetitions; each runs pgbench -n
 # (tpcb-like) for T seconds on both, in alternating order (ext4 first in
 # odd repetitions), each run from a freshly started server after a
