@@ -123,7 +123,7 @@ done
 bench_sysinfo "$root" "$dir" >"$resdir/system.txt"
 echo "quick: $QUICK" >>"$resdir/system.txt"
 # every mount under the scratch directory, sampled: the report lists their options
-(while :; do grep -F " $work/" /proc/self/mounts; sleep 2; done >"$work/mounts.raw" 2>/dev/null) &
+(while :; do grep -F " $work/" /proc/self/mounts || :; sleep 2; done >"$work/mounts.raw" 2>/dev/null) &
 bench_defer "kill $! 2>/dev/null; sort -u '$work/mounts.raw' >'$resdir/mounts.txt' 2>/dev/null"
 echo "case,seconds" >"$resdir/timings.csv"
 
