@@ -380,6 +380,10 @@ static int open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_i
 	unsigned flags = 0;
 
 	(void)req;
+	/* No FLUSH at close (FOPEN_NOFLUSH, kernel 5.17+): there is nothing to
+	 * flush (no write-back cache), and it was one of three round trips per
+	 * open+close — a database opening chunks per session pays for each. */
+	fi->noflush = 1;
 	if (fi->flags & O_DIRECT) {
 		fi->direct_io = 1;
 		flags |= CFS_FILE_DIRECT;
@@ -491,7 +495,8 @@ static void cfs_ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 {
 	(void)ino;
 	(void)fi;
-	/* Writes are answered only once on the store (no write-back cache
+	/* Only kernels before 5.17 send this (open_file() sets noflush).
+	 * Writes are answered only once on the store (no write-back cache
 	 * here): nothing to flush at close. Durability is fsync's job. */
 	fuse_reply_err(req, 0);
 }
