@@ -36,11 +36,22 @@ cfs_expect_fail_with "in use" 32 "$CFS_BIN/chunkfs" "$dev" "$CFS_WORK/mnt2" -o w
 : >"$ack"
 mkdir -p "$mnt/load"
 for c in 1 2 3; do
+	# crash once the load has acknowledged a record on this mount, keep the
+	# dead mount until the load has ended (see daemon_crash.sh: a load that
+	# outlives the mount would write under the mount point, on the host)
+	n0=$(wc -l <"$ack")
 	$util load "$mnt/load" "$ack" 8 60 2>/dev/null &
 	load=$!
-	sleep 1.5
-	cfs_kill9 "$mnt"
+	for _ in $(seq 300); do
+		[ "$(wc -l <"$ack")" -gt "$n0" ] && break
+		sleep 0.1
+	done
+	[ "$(wc -l <"$ack")" -gt "$n0" ] || cfs_fail "cycle $c: the load acknowledged nothing in 30 s"
+	sleep 1
+	cfs_crash "$mnt"
 	wait $load 2>/dev/null || true
+	cfs_clear_mount "$mnt"
+	[ -z "$(ls -A "$mnt")" ] || cfs_fail "cycle $c: files under the mount point: $(ls -A "$mnt")"
 	cfs_mount "$dev" "$mnt"
 	$util verify "$mnt/load" "$ack" || cfs_fail "after kill -9 cycle $c"
 done
