@@ -10,11 +10,8 @@
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd fio
-param=/sys/module/fuse/parameters/enable_uring
-[ -e $param ] || cfs_skip "kernel without FUSE over io_uring ($param)"
-[ -w $param ] || cfs_skip "cannot write $param"
-old=$(cat $param)
-cfs_defer "echo $old > $param"
+cfs_uring_switch
+param=$CFS_URING_PARAM
 
 # The exit line of a daemon that ran on the rings: N requests over io_uring,
 # M reads of /dev/fuse (INIT, FORGET, INTERRUPT only).

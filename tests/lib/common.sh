@@ -58,6 +58,31 @@ cfs_require_fuse() {
 	cfs_require_cmd fusermount3
 }
 
+# cfs_uring_switch: skip unless the kernel has FUSE over io_uring and its
+# switch can be written; CFS_URING_PARAM is the switch, restored at exit to
+# what it was (the tests set it; the daemon never does).
+CFS_URING_PARAM=/sys/module/fuse/parameters/enable_uring
+cfs_uring_switch() {
+	[ -e $CFS_URING_PARAM ] || cfs_skip "kernel without FUSE over io_uring ($CFS_URING_PARAM)"
+	[ -w $CFS_URING_PARAM ] || cfs_skip "cannot write $CFS_URING_PARAM"
+	cfs_defer "echo $(cat $CFS_URING_PARAM) > $CFS_URING_PARAM"
+}
+
+# cfs_rerun_on_uring SCRIPT: run another integration test with every mount
+# on FUSE over io_uring (CFS_EXTRA_MOUNT_OPTS=transport=uring); exits with
+# its status.
+cfs_rerun_on_uring() {
+	local rc
+	cfs_require_fuse
+	cfs_uring_switch
+	echo Y >$CFS_URING_PARAM
+	set +e
+	CFS_EXTRA_MOUNT_OPTS=transport=uring "$CFS_ROOT/tests/integration/$1"
+	rc=$?
+	set -e
+	exit $rc
+}
+
 # cfs_image SIZE [NAME]: a sparse image file in the work dir; prints its path.
 cfs_image() {
 	local path=$CFS_WORK/${2:-store.img}
