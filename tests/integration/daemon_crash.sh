@@ -26,7 +26,9 @@ mnt=$CFS_WORK/mnt
 ack=$CFS_WORK/ack.log
 cycles=${CFS_CRASH_CYCLES:-20}
 power_cycles=${CFS_POWER_CYCLES:-5}
-cfs_mkfs "$img" 256M
+# every cycle now writes (the crash waits for the load), and the files only
+# grow: ~2-5k 4 KiB records a cycle on a quiet machine filled 256 MiB
+cfs_mkfs "$img" 1G
 : >"$ack"
 
 # start_load WHAT: the write+fsync load in the background ($load); returns
