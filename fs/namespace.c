@@ -2582,6 +2582,12 @@ int cfs_ns_apply_inode(struct cfs_fs *fs, const struct cfs_jrec_inode *rec, cons
 		*why = "symlink target longer than the maximum";
 		return -EUCLEAN;
 	}
+	/* Targets are C strings (the kernel passes them so, snapshots store
+	 * strlen): a NUL inside would shorten the target at the next snapshot. */
+	if (rec->target_length && memchr(rec->target, '\0', rec->target_length)) {
+		*why = "symlink target with a NUL byte";
+		return -EUCLEAN;
+	}
 	/* The number was reused for another type: the old inode is gone. */
 	if (inode && (inode->mode & S_IFMT) != type) {
 		replay_drop(ns, inode);
