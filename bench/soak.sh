@@ -111,7 +111,8 @@ for ((run = 1; run <= cycles; run++)); do
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + (r % 170) / 100 }')"
 	: >"$CFS_WORK/crashed"
 	if [ $mode = power ]; then
-		kill -USR1 "$pid"
+		kill -USR1 "$pid" 2>/dev/null ||
+			failed "the daemon had exited before the power loss: $(tail -n 20 "$CFS_WORK/chunkfs-mnt.log")"
 		for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -0 "$pid" 2>/dev/null && failed "power loss: the daemon did not exit"
 		powers=$((powers + 1))

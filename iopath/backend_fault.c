@@ -106,8 +106,9 @@ struct log_rec {
 	uint64_t offset_bytes;
 	uint32_t length_bytes;
 	bool zero;	      /* ZERO/DISCARD: no data */
-	size_t data_at;	      /* into log_data; for zero records, the fill
-			       * level at append time (keeps it monotone) */
+	size_t data_at;	      /* into log_data, aligned; for zero records,
+			       * the fill level at append time rounded up
+			       * (keeps it monotone; may exceed log_used) */
 	uint64_t applied_gen; /* 0: only in the log; else the generation
 			       * whose write-back put it in the store */
 };
@@ -487,13 +488,25 @@ static void overlay_trim(struct fault_target *ft)
 		ft->log_used = 0;
 		return;
 	}
+	/*
+	 * A zero record's data_at is the fill level rounded up to the
+	 * alignment and may lie past log_used; then every record kept is a
+	 * zero record (a data record after it would have raised log_used past
+	 * it) and no data is kept. Shifting by an aligned amount keeps the
+	 * data aligned for the inner target.
+	 */
 	shift = ft->log[k].data_at;
-	memmove(ft->log_data, ft->log_data + shift, ft->log_used - shift);
-	ft->log_used -= shift;
+	if (shift >= ft->log_used) {
+		shift = 0;
+		ft->log_used = 0;
+	} else {
+		memmove(ft->log_data, ft->log_data + shift, ft->log_used - shift);
+		ft->log_used -= shift;
+	}
 	memmove(ft->log, ft->log + k, (ft->log_count - k) * sizeof(*ft->log));
 	ft->log_count -= k;
 	for (i = 0; i < ft->log_count; i++)
-		ft->log[i].data_at -= shift;
+		ft->log[i].data_at = ft->log_used ? ft->log[i].data_at - shift : 0;
 }
 
 static bool overlay_fits(const struct fault_target *ft, uint32_t length_bytes)
