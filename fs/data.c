@@ -839,6 +839,12 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		ret = -EFBIG;
 		goto out_refused;
 	}
+	/* Pages a cached open kept (keep_cache) would now be old: the next
+	 * cached open drops them (ops.c, "page cache"). Set before the write
+	 * lands, so before the reply and the handle's release. */
+	if ((file_flags & CFS_FILE_UNCACHED) &&
+	    !atomic_load_explicit(&inode->cache_stale, memory_order_relaxed))
+		atomic_store(&inode->cache_stale, true);
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
 	if (ret)
 		goto out_refused; /* ENOSPC is the DBA's most likely error */

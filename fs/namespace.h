@@ -93,6 +93,12 @@ struct cfs_inode {
 	_Atomic uint32_t open_count;		 /* [atomic] open file handles */
 	_Atomic int write_error;		 /* [atomic] first -errno of a failed data
 						  * write not yet reported by an fsync */
+	uint32_t cached_opens;			 /* [lock] open handles that use the kernel's
+						  * page cache (ops.c, "page cache") */
+	uint32_t uncached_opens;		 /* [lock] handles with FOPEN_DIRECT_IO */
+	_Atomic bool cache_stale;		 /* [atomic] an FOPEN_DIRECT_IO write came
+						  * since the last cached open: pages the
+						  * kernel kept may be old */
 	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
 						  * allocated on first use
 						  * (cfs_ns_inode_stats), freed with

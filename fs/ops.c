@@ -16,8 +16,9 @@
  *     handles POSIX and flock locks locally. Every process that can reach
  *     the files goes through this one mount, so local locks are exact.
  *   - Cache lifetimes: long (daemon.h explains why).
- *   - O_DIRECT opens get direct_io (FOPEN_DIRECT_IO: no page cache); buffered
- *     opens drop the page cache at open (keep_cache 0).
+ *   - The page cache: kept across opens (keep_cache) and never dropped on an
+ *     attribute change (no AUTO_INVAL_DATA); O_DIRECT opens bypass it
+ *     (FOPEN_DIRECT_IO) unless the file has cached opens. See open_file().
  *   - fsync is answered from the committer thread when the commit is
  *     durable: no loop thread waits.
  *   - RAM mounts: after an operation that may free data (unlink, rename
@@ -71,7 +72,7 @@ static inline unsigned fh_flags(const struct fuse_file_info *fi)
 	return (unsigned)(fi->fh & FH_FLAGS_MASK);
 }
 
-_Static_assert(CFS_FILE_DIRECT <= FH_FLAGS_MASK, "file flags live in the low bits of fh");
+_Static_assert((CFS_FILE_DIRECT | CFS_FILE_UNCACHED) <= FH_FLAGS_MASK, "file flags live in the low bits of fh");
 
 /* ---- replies ---------------------------------------------------------------- */
 
@@ -163,6 +164,11 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	/* Write-through page cache: every buffered write reaches us, so
 	 * O_DIRECT opens of the same file see it. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* Every change to a file goes through this mount, and open_file()
+	 * keeps cached pages coherent with O_DIRECT writes: dropping a file's
+	 * pages whenever its mtime moved (after every write) only made the
+	 * next buffered reads go to the store (PostgreSQL: bench/README.md). */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	/* We do not clear suid/sgid on write ourselves: let the kernel do it
 	 * (it sends a SETATTR). */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
@@ -375,34 +381,75 @@ static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, f
 
 /* ---- open files ------------------------------------------------------------------------ */
 
-static int open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_info *fi)
+/*
+ * The page cache. Buffered opens read through the kernel's page cache and
+ * write through it (no write-back cache: every write reaches us); a
+ * database's own buffer pool misses are served from it (PostgreSQL reads
+ * 8 KiB blocks and relies on it). Pages are kept across opens (keep_cache)
+ * and not dropped when the mtime moves (no AUTO_INVAL_DATA), so they must
+ * never be older than the store. Only one thing writes around them: an
+ * FOPEN_DIRECT_IO handle. So, per file, under the inode lock:
+ *   - O_DIRECT open, no cached opens: FOPEN_DIRECT_IO (the fast path: the
+ *     request goes straight to us, concurrent writes in parallel).
+ *   - O_DIRECT open while cached opens exist: no FOPEN_DIRECT_IO; the
+ *     kernel's own direct I/O path writes and then invalidates the range it
+ *     wrote, as for any filesystem (writes to the file serialize on the
+ *     inode lock while submitting; the mix is rare: a backup or a cat of a
+ *     chunk the database writes with O_DIRECT).
+ *   - Buffered open while FOPEN_DIRECT_IO handles exist: FOPEN_DIRECT_IO too
+ *     (uncached, coherent by construction; a shared mmap is refused, as the
+ *     kernel does for such handles).
+ *   - Buffered open otherwise: cached; keep the pages unless an
+ *     FOPEN_DIRECT_IO write came since they were read (cache_stale).
+ * Cached and uncached handles of one file never coexist.
+ */
+static void open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_info *fi)
 {
-	unsigned flags = 0;
+	bool direct = fi->flags & O_DIRECT;
+	unsigned flags = direct ? CFS_FILE_DIRECT : 0;
 
 	(void)req;
 	/* No FLUSH at close (FOPEN_NOFLUSH, kernel 5.17+): there is nothing to
 	 * flush (no write-back cache), and it was one of three round trips per
 	 * open+close — a database opening chunks per session pays for each. */
 	fi->noflush = 1;
-	if (fi->flags & O_DIRECT) {
-		fi->direct_io = 1;
-		flags |= CFS_FILE_DIRECT;
+	if (!S_ISREG(inode->mode)) {
+		fi->direct_io = direct;
 	} else {
-		/* Drop what the page cache holds from an earlier open: O_DIRECT
-		 * writes in between did not go through it. */
-		fi->keep_cache = 0;
+		pthread_mutex_lock(&inode->lock);
+		if (direct ? inode->cached_opens == 0 : inode->uncached_opens > 0) {
+			fi->direct_io = 1;
+			flags |= CFS_FILE_UNCACHED;
+			inode->uncached_opens++;
+		} else {
+			if (!direct)
+				fi->keep_cache = !atomic_exchange(&inode->cache_stale, false);
+			inode->cached_opens++;
+		}
+		pthread_mutex_unlock(&inode->lock);
 	}
 	fi->fh = fh_make(inode, flags);
 	if (S_ISREG(inode->mode))
 		cfs_cs_open(cfs_ns_inode_stats(inode), flags & CFS_FILE_DIRECT);
-	return 0;
+}
+
+/* A handle of a regular file goes: the counts open_file() decides by. */
+static void close_file(struct cfs_inode *inode, unsigned flags)
+{
+	pthread_mutex_lock(&inode->lock);
+	if (flags & CFS_FILE_UNCACHED)
+		inode->uncached_opens--;
+	else
+		inode->cached_opens--;
+	pthread_mutex_unlock(&inode->lock);
+	cfs_cs_close();
 }
 
 /* The kernel dropped an open we answered (interrupted): no RELEASE comes. */
-static void open_dropped(struct cfs_inode *inode)
+static void open_dropped(struct cfs_inode *inode, const struct fuse_file_info *fi)
 {
 	if (S_ISREG(inode->mode))
-		cfs_cs_close();
+		close_file(inode, fh_flags(fi));
 	cfs_ns_release(FS(), inode);
 }
 
@@ -436,7 +483,7 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	open_file(req, inode, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		open_dropped(inode); /* interrupted: no RELEASE will come */
+		open_dropped(inode, fi); /* interrupted: no RELEASE will come */
 }
 
 static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -456,7 +503,7 @@ static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	open_file(req, inode, fi);
 	entry_from_attr(&attr, &e);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		open_dropped(inode);
+		open_dropped(inode, fi);
 		cfs_ns_forget(FS(), attr.ino, 1);
 	}
 }
@@ -505,7 +552,7 @@ static void cfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 {
 	(void)ino;
 	if (S_ISREG(fh_inode(fi)->mode))
-		cfs_cs_close();
+		close_file(fh_inode(fi), fh_flags(fi));
 	cfs_ns_release(FS(), fh_inode(fi));
 	ram_give_back(); /* the last close of an unlinked file frees it */
 	fuse_reply_err(req, 0);
