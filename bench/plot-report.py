@@ -3,7 +3,7 @@
 
 Reads what run-all.sh left in RESULTDIR (system.txt, mounts.txt, timings.csv,
 raw/perf-*.csv, checkpoint.csv, fschoice.csv, openclose.csv, meta.csv,
-stats.txt, openclose-perf*.txt), writes RESULTDIR/report.md with the tables
+stats.txt, openclose-perf*.txt, pgbench.txt), writes RESULTDIR/report.md with the tables
 (medians of the repetitions) and, through gnuplot, RESULTDIR/*.png with the
 data (*.dat) and scripts (*.gp) next to them. A case that did not run is
 left out.
@@ -370,6 +370,25 @@ if st:
         if g:
             headline.append("statistics: IOPS cost %s (target at most 3%%), daemon CPU %s per "
                             "request (%s)" % g.groups())
+
+# ---- 7. PostgreSQL --------------------------------------------------------------------------
+pg = read("pgbench.txt")
+if pg:
+    p("## 7. PostgreSQL: pgbench, tablespace on chunkfs vs on ext4")
+    p()
+    p("`bench/pgbench.sh` (bench/README.md, issue 9). Its summary:")
+    p()
+    p("```")
+    p(pg.strip())
+    p("```")
+    p()
+    import re
+    for l in pg.splitlines():
+        g = re.match(r"\s*ratio chunkfs/ext4: (\S+) \(of medians\), (\S+) \(median of paired", l)
+        if g:
+            headline.append("pgbench chunkfs/ext4: %s of medians, %s paired (target 0.8x)" % g.groups())
+        if l.startswith("skipped"):
+            headline.append("pgbench: " + l)
 
 # ---- the run itself -------------------------------------------------------------------
 tm = read("timings.csv")

@@ -14,6 +14,9 @@
 #   meta       10,000 chunk files: create, stat, mount time, remove
 #              (bench/meta_bench.c); chunkfs, and ext4/tmpfs for comparison
 #   stats      statistics overhead (bench/stats-overhead.sh)
+#   pgbench    PostgreSQL 15 pgbench, tablespace on chunkfs vs on ext4
+#              (bench/pgbench.sh; skipped, with a line in the report, when
+#              PostgreSQL is not installed)
 # then bench/plot-report.py writes report.md and the PNG charts.
 #
 # usage: bench/run-all.sh [-c case,case...] [-o dir] [-d dir] [-N] [-n]
@@ -64,6 +67,7 @@ if [ "$QUICK" = 1 ]; then
 	oc_reps=1 oc_iters=40
 	meta_reps=1 meta_files=10000
 	stats_args=(-n 2 -r 2)
+	pg_args=(-n 1 -T 15 -s 5 -S 2G)
 else
 	raw_args=(-n 3 -r 3 -s 512M)
 	ckpt_reps=2 ckpt_rounds=20
@@ -71,10 +75,11 @@ else
 	oc_reps=3 oc_iters=200
 	meta_reps=3 meta_files=10000
 	stats_args=(-n 6 -r 8)
+	pg_args=(-n 5 -T 30)
 fi
 raw_cases=rr4k-qd1,rw4k-qd1,rr4k-qd32,rw4k-qd32,rw2k-qd32,sr1m-qd8,sw1m-qd8
 raw_targets=raw-file,raw-loop,ext4,tmpfs,cfs-img,cfs-loop,cfs-ram
-all_cases="raw checkpoint fschoice openclose meta stats"
+all_cases="raw checkpoint fschoice openclose meta stats pgbench"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 for c in ${only//,/ }; do
 	[[ " $all_cases " == *" $c "* ]] || bench_die "unknown case '$c' (one of: $all_cases)"
@@ -88,6 +93,7 @@ if [ "$plan" = 1 ]; then
 	want openclose && echo "openclose: $oc_reps x openclose -t 128 -i $oc_iters -f 1..128 on chunkfs ext4 tmpfs"
 	want meta && echo "meta: $meta_reps x $meta_files files on chunkfs ext4 tmpfs"
 	want stats && echo "stats: bench/stats-overhead.sh ${stats_args[*]}"
+	want pgbench && echo "pgbench: bench/pgbench.sh ${pg_args[*]}"
 	exit 0
 fi
 
@@ -281,6 +287,18 @@ case_meta() {
 case_stats() {
 	BUILD=$BUILD bench_run "$root/bench/stats-overhead.sh" "${stats_args[@]}" -d "$work" \
 		-o "$resdir/stats-overhead.csv" >"$resdir/stats.txt" 2>"$resdir/stats.log"
+}
+
+# ---- 7. PostgreSQL ---------------------------------------------------------------------------
+case_pgbench() {
+	local pg_bin=${PG_BIN:-/usr/lib/postgresql/15/bin}
+	if [ ! -x "$pg_bin/pgbench" ]; then
+		echo "skipped: PostgreSQL 15 is not installed ($pg_bin/pgbench)" >"$resdir/pgbench.txt"
+		return 0
+	fi
+	chmod o+x "$work" # the postgres user walks through it to its clusters
+	bench_run "$root/bench/pgbench.sh" "${pg_args[@]}" -d "$work" -o "$resdir/pgbench.csv" \
+		>"$resdir/pgbench.txt" 2>"$resdir/pgbench.log"
 }
 
 for c in $all_cases; do
