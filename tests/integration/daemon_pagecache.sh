@@ -111,6 +111,11 @@ os.pwrite(b, b"f" * 100, 131072 + 10)  # unaligned buffered write
 got = dread(d, 131072)
 assert got[:10] == b"e" * 10 and got[10:110] == b"f" * 100 and got[110:] == b"e" * (4096 - 110), \
     "case 3 O_DIRECT read of an unaligned buffered write"
+try:                                   # as chunkfs(8) says
+    mmap.mmap(b, 4096, mmap.MAP_SHARED)
+    sys.exit("case 3: a shared mmap of an uncached open worked: update chunkfs(8)")
+except OSError as e:
+    assert e.errno == 19, e            # ENODEV
 os.close(b)
 dwrite(d, b"g", 131072)
 os.close(d)
