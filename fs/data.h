@@ -66,7 +66,7 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
 /* ---- handlers (called from ops.c, in a loop thread) ------------------------ */
 
 /* Open-file flags data.c cares about (ops.c keeps them in fi->fh). */
-#define CFS_FILE_DIRECT (1u << 0) /* opened with O_DIRECT */
+#define CFS_FILE_DIRECT (1u << 0)   /* opened with O_DIRECT */
 #define CFS_FILE_UNCACHED (1u << 1) /* FOPEN_DIRECT_IO: writes bypass the page cache */
 
 int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, size_t size,

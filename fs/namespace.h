@@ -93,8 +93,9 @@ struct cfs_inode {
 	_Atomic uint32_t open_count;		 /* [atomic] open file handles */
 	_Atomic int write_error;		 /* [atomic] first -errno of a failed data
 						  * write not yet reported by an fsync */
-	uint32_t cached_opens;			 /* [lock] open handles that use the kernel's
-						  * page cache (ops.c, "page cache") */
+	uint32_t cached_opens;			 /* [lock] handles without FOPEN_DIRECT_IO:
+						  * buffered, or O_DIRECT by the kernel's
+						  * direct I/O path (ops.c, open_file()) */
 	uint32_t uncached_opens;		 /* [lock] handles with FOPEN_DIRECT_IO */
 	_Atomic bool cache_stale;		 /* [atomic] an FOPEN_DIRECT_IO write came
 						  * since the last cached open: pages the

@@ -72,7 +72,8 @@ static inline unsigned fh_flags(const struct fuse_file_info *fi)
 	return (unsigned)(fi->fh & FH_FLAGS_MASK);
 }
 
-_Static_assert((CFS_FILE_DIRECT | CFS_FILE_UNCACHED) <= FH_FLAGS_MASK, "file flags live in the low bits of fh");
+_Static_assert((CFS_FILE_DIRECT | CFS_FILE_UNCACHED) <= FH_FLAGS_MASK,
+	       "file flags live in the low bits of fh");
 
 /* ---- replies ---------------------------------------------------------------- */
 
