@@ -214,9 +214,9 @@ grep -q '(all)' "$CFS_WORK/stat-table" || cfs_fail "chunkfs stat: no totals row:
 for k in writes fsyncs; do
 	[ "$(cfs_stat "$mnt" $k)" -gt 0 ] || cfs_fail "store mount: $k = 0"
 done
-for k in writes reads; do
-	[ "$(cfs_stat "$ram" $k)" -gt 0 ] || cfs_fail "RAM mount: $k = 0"
-done
+# Reads of temp files may all come from the page cache (see the sort above).
+[ "$(cfs_stat "$ram" writes)" -gt 0 ] || cfs_fail "RAM mount: writes = 0"
+cfs_log "RAM mount: writes $(cfs_stat "$ram" writes), reads $(cfs_stat "$ram" reads)"
 
 pg_stop
 cfs_umount "$ram" || cfs_fail "unmount the RAM mount"
