@@ -292,6 +292,13 @@ static int check_superblocks(struct fsck *c)
 			     c->sb.logical_sector_bytes, c->sector_bytes);
 		return FSCK_EXIT_UNCORRECTED;
 	}
+	/* Checkable, but chunkfs mounts a store only through a target with
+	 * its own sector size (fs/fs.c): say so before the DBA finds out. */
+	if (c->sb.logical_sector_bytes != c->sector_bytes)
+		fsck_problem(&c->r, FSCK_WARN,
+			     "the store was formatted for %u-byte sectors, the target has %u: "
+			     "chunkfs will not mount it through this target",
+			     c->sb.logical_sector_bytes, c->sector_bytes);
 	if (c->verbose)
 		cfs_sb_print(stdout, &c->sb);
 	return 0;
