@@ -64,6 +64,7 @@
 #include "fs/data.h"
 #include "fs/format.h"
 #include "fs/fs.h"
+#include "fs/killpriv.h"
 #include "fs/statcmd.h"
 #include "fs/transport_uring.h"
 #include "iopath/iopath.h"
@@ -968,6 +969,7 @@ static bool receive_batch(struct cfs_loop *l, struct fuse_session *se)
 					 strerror(-res));
 			return false;
 		}
+		cfs_killpriv_note(cfs_loop_fuse_buf(l)->mem, (size_t)res);
 		fuse_session_process_buf(se, cfs_loop_fuse_buf(l));
 		if (fuse_session_exited(se))
 			return false;
@@ -1211,6 +1213,9 @@ int main(int argc, char **argv)
 			say("FUSE over io_uring: %s\n", strerror(-ret));
 			goto out_unmount;
 		}
+	} else if (fuse_session_custom_io(d->se, &cfs_killpriv_dev_io, fuse_session_fd(d->se))) {
+		say("cannot set up /dev/fuse I/O\n");
+		goto out_unmount;
 	}
 
 	/* Loops run with the stop signals blocked, so they arrive in the main

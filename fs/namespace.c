@@ -1505,6 +1505,16 @@ static int truncate_down(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t ne
 	return ret;
 }
 
+/* CFS_SET_KILL_SUIDGID: suid always, sgid only with group execute (without
+ * it, sgid means mandatory locking), as the kernel's VFS does. */
+static uint32_t mode_without_suidgid(uint32_t mode)
+{
+	mode &= ~(uint32_t)S_ISUID;
+	if (mode & S_IXGRP)
+		mode &= ~(uint32_t)S_ISGID;
+	return mode;
+}
+
 int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *set,
 		   struct cfs_attr *attr, struct cfs_ns_zero *zero)
 {
@@ -1546,6 +1556,11 @@ int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *se
 		ret = -EROFS;
 		goto out_unlock;
 	}
+	if (set->valid == CFS_SET_KILL_SUIDGID &&
+	    (is_dir(inode) || mode_without_suidgid(inode->mode) == inode->mode)) {
+		fill_attr(fs, inode, attr);
+		goto out_unlock;
+	}
 	fc.inode = inode;
 	fc.txn = &txn;
 	cfs_txn_begin(&txn, fs->journal);
@@ -1570,6 +1585,8 @@ int cfs_ns_setattr(struct cfs_fs *fs, uint64_t ino, const struct cfs_setattr *se
 		inode->uid = set->uid;
 	if (set->valid & CFS_SET_GID)
 		inode->gid = set->gid;
+	if ((set->valid & CFS_SET_KILL_SUIDGID) && !is_dir(inode))
+		inode->mode = mode_without_suidgid(inode->mode);
 	if (set->valid & CFS_SET_ATIME)
 		atomic_store(&inode->atime_ns, set->atime_ns);
 	if (set->valid & CFS_SET_ATIME_NOW)

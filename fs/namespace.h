@@ -172,6 +172,9 @@ int cfs_ns_getattr(struct cfs_fs *fs, uint64_t ino, struct cfs_attr *attr);
 #define CFS_SET_CTIME (1u << 6) /* to ctime_ns */
 #define CFS_SET_ATIME_NOW (1u << 7)
 #define CFS_SET_MTIME_NOW (1u << 8)
+/* After the rest: clear suid, and sgid if group-executable (not directories).
+ * Alone and with nothing to clear, it changes nothing (not even ctime). */
+#define CFS_SET_KILL_SUIDGID (1u << 9)
 
 struct cfs_setattr {
 	uint32_t valid; /* CFS_SET_* */

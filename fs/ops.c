@@ -25,8 +25,9 @@
  *     over a file, truncate, punch, the last close or forget of an unlinked
  *     file) the committer is woken, so the memory goes back to the system
  *     now rather than at its next timer tick (ram_give_back).
- *   - xattrs: security.capability (asked before every write) gets ENODATA
- *     without touching the namespace; security.*, system.*, trusted.*:
+ *   - xattrs: security.capability (asked before a buffered write unless
+ *     the kernel knows the file has no suid/sgid: fs/killpriv.h) gets
+ *     ENODATA without touching the namespace; security.*, system.*, trusted.*:
  *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* are the statistics
  *     (fs/xattr.c), listed before the stored user.* names. getxattr/listxattr
  *     never answer ENOSYS: the kernel would stop asking for the whole mount.
@@ -49,6 +50,7 @@
 #include "fs/daemon.h"
 #include "fs/data.h"
 #include "fs/fs.h"
+#include "fs/killpriv.h"
 #include "fs/xattr.h"
 
 #define FS() (cfs_daemon.fs)
@@ -170,8 +172,9 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	 * pages whenever its mtime moved (after every write) only made the
 	 * next buffered reads go to the store (PostgreSQL: bench/README.md). */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-	/* We do not clear suid/sgid on write ourselves: let the kernel do it
-	 * (it sends a SETATTR). */
+	/* Not the first version (we would have to guess CAP_FSETID): the
+	 * second, which libfuse 3.14 does not know, is added to the INIT reply
+	 * by fs/killpriv.c. */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/* Locks are the kernel's, locally (see the top of this file). */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -291,6 +294,10 @@ static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int 
 		set.valid |= CFS_SET_CTIME;
 		set.ctime_ns = ts_ns(&st->st_ctim);
 	}
+	/* FATTR_KILL_SUIDGID (chown; truncate without CAP_FSETID) arrives as
+	 * this bit: fs/killpriv.h. */
+	if (to_set & FUSE_SET_ATTR_KILL_SUID)
+		set.valid |= CFS_SET_KILL_SUIDGID;
 	ret = cfs_ns_setattr(FS(), ino, &set, &attr, &zero);
 	if (ret) {
 		cfs_reply_err(req, ret);
@@ -454,6 +461,33 @@ static void open_dropped(struct cfs_inode *inode, const struct fuse_file_info *f
 	cfs_ns_release(FS(), inode);
 }
 
+/* The kernel asks to clear suid/sgid on every write by a caller without
+ * CAP_FSETID (fs/killpriv.h): the bits are read without the lock, so only a
+ * file that has them takes the slow path. */
+static bool has_suidgid(const struct cfs_inode *inode)
+{
+	return __atomic_load_n(&inode->mode, __ATOMIC_RELAXED) & (S_ISUID | S_ISGID);
+}
+
+/* After clearing them for an OPEN or a WRITE: neither reply carries
+ * attributes, and the kernel keeps the mode it has for the attribute timeout. */
+static void attr_changed_behind_kernel(fuse_ino_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(cfs_daemon.se, ino, -1, 0);
+}
+
+/* Before the data is written, as the kernel's VFS does. */
+static int kill_suidgid_for_write(fuse_ino_t ino)
+{
+	struct cfs_setattr set = {.valid = CFS_SET_KILL_SUIDGID};
+	struct cfs_attr attr;
+	int ret = cfs_ns_setattr(FS(), ino, &set, &attr, NULL);
+
+	if (!ret)
+		attr_changed_behind_kernel(ino);
+	return ret;
+}
+
 static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct cfs_inode *inode;
@@ -468,8 +502,10 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		/* FUSE_CAP_ATOMIC_O_TRUNC: the kernel leaves O_TRUNC to us (no
 		 * separate SETATTR), so open and truncate are one step. A
 		 * truncate to 0 cuts no sector: nothing to zero. */
+		bool kill = cfs_killpriv_requested() && has_suidgid(inode);
 		struct cfs_setattr set = {
-			.valid = CFS_SET_SIZE | CFS_SET_MTIME_NOW,
+			.valid = CFS_SET_SIZE | CFS_SET_MTIME_NOW |
+				 (kill ? CFS_SET_KILL_SUIDGID : 0),
 			.size_bytes = 0,
 		};
 		struct cfs_attr attr;
@@ -480,6 +516,8 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 			cfs_reply_err(req, ret);
 			return;
 		}
+		if (kill)
+			attr_changed_behind_kernel(ino);
 		ram_give_back();
 	}
 	open_file(req, inode, fi);
@@ -529,10 +567,16 @@ static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 {
 	int ret;
 
-	(void)ino;
 	if (off < 0) {
 		cfs_reply_err(req, -EINVAL);
 		return;
+	}
+	if (cfs_killpriv_requested() && has_suidgid(fh_inode(fi))) {
+		ret = kill_suidgid_for_write(ino);
+		if (ret) {
+			cfs_reply_err(req, ret);
+			return;
+		}
 	}
 	ret = cfs_data_write(req, fh_inode(fi), fh_flags(fi), buf, size, (uint64_t)off);
 	if (ret)

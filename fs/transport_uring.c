@@ -36,6 +36,7 @@
 
 #include "fs/daemon.h"
 #include "fs/data.h"
+#include "fs/killpriv.h"
 #include "fs/transport_uring.h"
 
 #define ENTRIES_PER_QUEUE 64u
@@ -237,6 +238,7 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	if (!e) {
 		if (init)
 			init_reply(iov, count);
+		cfs_killpriv_init_reply(iov, count);
 		res = writev(fd, iov, count);
 		if (init && res >= 0 && T.init_unique) {
 			/* The kernel processed the reply in writev: the
@@ -529,6 +531,7 @@ static void dispatch(struct cfs_uring_loop *u, struct ent *e)
 	u->ring_requests++;
 	unique_insert(e->unique, e);
 	tls_cur = e;
+	cfs_killpriv_note(buf.mem, buf.size);
 	fuse_session_process_buf(T.se, &buf);
 	tls_cur = NULL;
 }

@@ -583,6 +583,43 @@ Test(namespace, setattr, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_ns_set_page_size(fs, f, 3000), -EINVAL);
 }
 
+/* CFS_SET_KILL_SUIDGID (fs/killpriv.h): suid always, sgid only with group
+ * execute, never on directories; alone with nothing to clear, no change. */
+Test(namespace, setattr_kill_suidgid, .init = setup, .fini = teardown)
+{
+	uint64_t f = mkfile(CFS_ROOT_INO, "f");
+	struct cfs_setattr s = {0};
+	struct cfs_attr a;
+	int64_t ctime;
+
+	s.valid = CFS_SET_MODE;
+	s.mode = 06777;
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	s.valid = CFS_SET_KILL_SUIDGID;
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	cr_assert_eq(a.mode, S_IFREG | 0777);
+	ctime = a.ctime_ns;
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	cr_assert_eq(a.mode, S_IFREG | 0777);
+	cr_assert_eq(a.ctime_ns, ctime, "a kill with nothing to clear changed ctime");
+
+	s.valid = CFS_SET_MODE;
+	s.mode = 06767; /* sgid without group execute: mandatory locking */
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	s.valid = CFS_SET_KILL_SUIDGID | CFS_SET_UID; /* chown */
+	s.uid = 42;
+	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
+	cr_assert_eq(a.mode, S_IFREG | 02767);
+	cr_assert_eq(a.uid, 42);
+
+	cr_assert_eq(cfs_ns_mkdir(fs, CFS_ROOT_INO, "d", 06775, 0, 0, &a), 0);
+	s.valid = CFS_SET_KILL_SUIDGID | CFS_SET_GID;
+	s.gid = 7;
+	cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, NULL), 0);
+	cr_assert_eq(a.mode & 07777, 06775);
+	cr_assert_eq(a.gid, 7);
+}
+
 /* ---- space ------------------------------------------------------------------------------ */
 
 Test(namespace, write_maps_contiguously, .init = setup, .fini = teardown)
