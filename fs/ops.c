@@ -476,8 +476,8 @@ static void attr_changed_behind_kernel(fuse_ino_t ino)
 	fuse_lowlevel_notify_inval_inode(cfs_daemon.se, ino, -1, 0);
 }
 
-/* Before the data is written, as the kernel's VFS does. */
-static int kill_suidgid_for_write(fuse_ino_t ino)
+/* Before a WRITE or FALLOCATE changes the data, as the kernel's VFS does. */
+static int kill_suidgid_first(fuse_ino_t ino)
 {
 	struct cfs_setattr set = {.valid = CFS_SET_KILL_SUIDGID};
 	struct cfs_attr attr;
@@ -572,7 +572,7 @@ static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		return;
 	}
 	if (cfs_killpriv_requested() && has_suidgid(fh_inode(fi))) {
-		ret = kill_suidgid_for_write(ino);
+		ret = kill_suidgid_first(ino);
 		if (ret) {
 			cfs_reply_err(req, ret);
 			return;
@@ -699,6 +699,16 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		cfs_reply_err(req, -EOPNOTSUPP);
 		return;
+	}
+	/* With FUSE_HANDLE_KILLPRIV_V2 the kernel neither clears suid/sgid for
+	 * fallocate nor flags the request (fs/killpriv.h): clear them for any
+	 * caller but root, which stands in for CAP_FSETID here. */
+	if (fi && fi->fh && fuse_req_ctx(req)->uid != 0 && has_suidgid(fh_inode(fi))) {
+		ret = kill_suidgid_first(ino);
+		if (ret) {
+			cfs_reply_err(req, ret);
+			return;
+		}
 	}
 	start_ns = cfs_now_ns();
 	ret = cfs_ns_fallocate(FS(), ino, mode, (uint64_t)offset, (uint64_t)length, &zero);

@@ -2,12 +2,12 @@
 # daemon_killpriv.sh — the daemon clears suid/sgid itself
 # (FUSE_HANDLE_KILLPRIV_V2, fs/killpriv.h), exactly where the kernel's VFS
 # would: a write, a truncate or an open(O_TRUNC) by a user without
-# CAP_FSETID, and any chown; sgid only with group execute; never on
+# CAP_FSETID (and fallocate by anyone but root), and any chown; sgid only with group execute; never on
 # directories. In exchange, buffered writes no longer cost a
 # security.capability GETXATTR round trip each (counted in the debug log).
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
-cfs_require_cmd setpriv python3 dd
+cfs_require_cmd setpriv python3 dd fallocate
 [ -x /usr/bin/python3 ] || cfs_skip "needs /usr/bin/python3 (run as nobody)"
 
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
@@ -71,6 +71,12 @@ mode_is "$f" 777 "open(O_TRUNC) by nobody"
 fresh "$f" 6777
 : >"$f"
 mode_is "$f" 6777 "open(O_TRUNC) by root"
+fresh "$f" 6777
+as_nobody fallocate -l 1M "$f" || cfs_fail "fallocate as nobody"
+mode_is "$f" 777 "fallocate by nobody"
+fresh "$f" 6777
+fallocate -l 1M "$f"
+mode_is "$f" 6777 "fallocate by root"
 fresh "$f" 6777
 chown 0:0 "$f"
 mode_is "$f" 777 "chown by root"
