@@ -2,8 +2,9 @@
 # bench/demo.sh — the main job, as README.md's first command runs it (`make demo`):
 # format a store on an image file, mount it, lay out chunk files and the
 # symlinks a DBA points the database at, run a short database-like load
-# (2 KiB and 4 KiB O_DIRECT pages with fsync), show that the data survives a
-# remount, and unmount. Needs root (FUSE mount) and fio.
+# (2 KiB and 4 KiB O_DIRECT pages with fsync), show each chunk's statistics
+# (getfattr through a symlink, chunkfs stat), show that the data survives a
+# remount, and unmount. Needs root (FUSE mount), fio and getfattr (attr).
 #
 # Environment: BUILD (default release), DEMO_DIR (default /var/tmp/chunkfs-demo),
 # DEMO_SIZE (default 1G), DEMO_SECONDS (default 10: length of the load).
@@ -85,6 +86,12 @@ fio --output-format=terse --terse-version=3 --group_reporting \
 	--name=tempdbs1-seq --filename="$links/tempdbs1" --bs=64k --rw=write --iodepth=4 --fsync=16 |
 	awk -F';' '{ printf "reads: %d IOPS, %d KiB/s   writes: %d IOPS, %d KiB/s\n", $8, $7, $49, $48 }'
 sync "$mnt/rootdbs"
+
+step "per-chunk statistics through the DBA's symlink: getfattr -d $links/rootdbs"
+getfattr -d "$links/rootdbs"
+
+step "every chunk of the mount, as onstat -g iof shows them: chunkfs stat $mnt"
+"$bin/chunkfs" stat "$mnt"
 
 step "checksums before unmount"
 ( cd "$mnt" && md5sum rootdbs datadbs1 tempdbs1 ) | tee "$dir/sums"
