@@ -476,16 +476,25 @@ static void attr_changed_behind_kernel(fuse_ino_t ino)
 	fuse_lowlevel_notify_inval_inode(cfs_daemon.se, ino, -1, 0);
 }
 
-/* Before a WRITE or FALLOCATE changes the data, as the kernel's VFS does. */
-static int kill_suidgid_first(fuse_ino_t ino)
+/* Before a WRITE or FALLOCATE changes the data, as the kernel's VFS does:
+ * clears suid/sgid when asked to and the file has them. On failure answers
+ * the request and returns false. */
+static bool suidgid_cleared_first(fuse_req_t req, bool asked, fuse_ino_t ino,
+				  const struct cfs_inode *inode)
 {
 	struct cfs_setattr set = {.valid = CFS_SET_KILL_SUIDGID};
 	struct cfs_attr attr;
-	int ret = cfs_ns_setattr(FS(), ino, &set, &attr, NULL);
+	int ret;
 
-	if (!ret)
-		attr_changed_behind_kernel(ino);
-	return ret;
+	if (!asked || !has_suidgid(inode))
+		return true;
+	ret = cfs_ns_setattr(FS(), ino, &set, &attr, NULL);
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return false;
+	}
+	attr_changed_behind_kernel(ino);
+	return true;
 }
 
 static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -571,13 +580,8 @@ static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		cfs_reply_err(req, -EINVAL);
 		return;
 	}
-	if (cfs_killpriv_requested() && has_suidgid(fh_inode(fi))) {
-		ret = kill_suidgid_first(ino);
-		if (ret) {
-			cfs_reply_err(req, ret);
-			return;
-		}
-	}
+	if (!suidgid_cleared_first(req, cfs_killpriv_requested(), ino, fh_inode(fi)))
+		return;
 	ret = cfs_data_write(req, fh_inode(fi), fh_flags(fi), buf, size, (uint64_t)off);
 	if (ret)
 		cfs_reply_err(req, ret);
@@ -703,13 +707,9 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	/* With FUSE_HANDLE_KILLPRIV_V2 the kernel neither clears suid/sgid for
 	 * fallocate nor flags the request (fs/killpriv.h): clear them for any
 	 * caller but root, which stands in for CAP_FSETID here. */
-	if (fi && fi->fh && fuse_req_ctx(req)->uid != 0 && has_suidgid(fh_inode(fi))) {
-		ret = kill_suidgid_first(ino);
-		if (ret) {
-			cfs_reply_err(req, ret);
-			return;
-		}
-	}
+	if (fi && fi->fh &&
+	    !suidgid_cleared_first(req, fuse_req_ctx(req)->uid != 0, ino, fh_inode(fi)))
+		return;
 	start_ns = cfs_now_ns();
 	ret = cfs_ns_fallocate(FS(), ino, mode, (uint64_t)offset, (uint64_t)length, &zero);
 	if (mode & FALLOC_FL_PUNCH_HOLE) {

@@ -2,9 +2,10 @@
 # daemon_killpriv.sh — the daemon clears suid/sgid itself
 # (FUSE_HANDLE_KILLPRIV_V2, fs/killpriv.h), exactly where the kernel's VFS
 # would: a write, a truncate or an open(O_TRUNC) by a user without
-# CAP_FSETID (and fallocate by anyone but root), and any chown; sgid only with group execute; never on
-# directories. In exchange, buffered writes no longer cost a
-# security.capability GETXATTR round trip each (counted in the debug log).
+# CAP_FSETID (and fallocate by anyone but root), and any chown; sgid only
+# with group execute; never on directories. In exchange, buffered writes no
+# longer cost a security.capability GETXATTR round trip each (counted in the
+# debug log).
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd setpriv python3 dd fallocate
