@@ -50,6 +50,8 @@ struct cfs_daemon {
 	uint32_t dio_align_bytes; /* RAM: O_DIRECT alignment enforced; else 0 */
 	const char *source;	  /* SOURCE as given (the root's user.chunkfs.source) */
 	bool hide_stats;	  /* -o hide_stats: listxattr omits user.chunkfs.* */
+	bool write_behind;	  /* buffered writes answered once queued (default;
+				   * -o writethrough: once on the store) */
 	unsigned loop_count;
 	struct cfs_loop **loops;
 };

@@ -80,7 +80,12 @@
 _Static_assert(CFS_MAX_WRITE_BYTES <= CFS_IO_LENGTH_MAX,
 	       "a FUSE request must fit one iopath buffer");
 
-enum ctx_op { OP_READ = 1, OP_WRITE, OP_ZERO };
+enum ctx_op {
+	OP_READ = 1,
+	OP_WRITE,
+	OP_ZERO,
+	OP_THEN, /* cfs_data_after_writes(): a parked call of ops.c */
+};
 
 struct ctx;
 
@@ -102,6 +107,10 @@ struct ctx {
 	bool device_io;	      /* some part went to the device */
 	bool rmw;	      /* some part is a read-modify-write (statistics) */
 	bool direct;	      /* OP_READ: an O_DIRECT open (short reads are counted) */
+	bool behind;	      /* OP_WRITE: may be answered once queued (write-behind) */
+	bool answered;	      /* OP_WRITE: answered, not yet on the store */
+	int8_t behind_slot;   /* OP_WRITE: its inode->behind slot, or -1 */
+	uint64_t behind_seq;  /* OP_ZERO, OP_THEN: wait for write-behinds up to this */
 	uint32_t asked_bytes; /* OP_READ: the length the kernel asked for */
 	bool buf_heap;
 	bool buf_ring;	       /* buf is the FUSE-over-io_uring reply payload (not ours to free) */
@@ -114,10 +123,12 @@ struct ctx {
 	uint32_t buf_bytes;
 	const void *ram_reply; /* OP_READ on a RAM mount: the bytes, in the store */
 	uint64_t start_ns;
-	unsigned nparts;	   /* parts of this round */
-	atomic_uint pending;	   /* parts not yet completed (+1 while queueing) */
-	atomic_int error;	   /* first -errno of any part */
-	struct cfs_attr attr;	   /* OP_ZERO for setattr: the reply; ino 0: none */
+	unsigned nparts;	  /* parts of this round */
+	atomic_uint pending;	  /* parts not yet completed (+1 while queueing) */
+	atomic_int error;	  /* first -errno of any part */
+	struct cfs_attr attr;	  /* OP_ZERO for setattr: the reply; ino 0: none */
+	cfs_data_then_fn then_fn; /* OP_THEN: what to run, with then_args */
+	uint64_t then_args[CFS_DATA_THEN_ARGS_MAX / 8];
 	uint64_t zmap[ZMAP_WORDS]; /* OP_READ: grains that read as zeros */
 	struct ctx *next;	   /* free list, ready list, remote list */
 	struct part parts[PARTS_PER_ROUND];
@@ -137,6 +148,8 @@ struct cfs_loop {
 	_Atomic(struct ctx *) remote; /* rounds completed on other threads */
 	struct part *retry_head;      /* parts that found the queue or bounce pool full */
 	struct part *retry_tail;
+	struct ctx *parked_head; /* waiting for their file's write-behind */
+	struct ctx *parked_tail;
 	uint32_t granule_bytes; /* I/O alignment: sector and memory */
 	uint64_t heap_buffers;	/* arena exhausted: aligned heap buffer used */
 	bool ram;		/* the store is our memory: ram_read(), ram_write() */
@@ -230,6 +243,9 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->device_io = false;
 	c->rmw = false;
 	c->direct = false;
+	c->behind = false;
+	c->answered = false;
+	c->behind_slot = -1;
 	c->buf = NULL;
 	c->nparts = 0;
 	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
@@ -238,9 +254,214 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->start_ns = CFS_STATS_ENABLED ? cfs_now_ns() : 0;
 	if (inode)
 		cfs_ns_io_begin(inode);
-	if (op != OP_ZERO)
+	if (op == OP_READ || op == OP_WRITE)
 		cfs_cs_request_begin(c->stats);
 	return c;
+}
+
+/* ---- write-behind ------------------------------------------------------------
+ *
+ * A buffered WRITE through a cached open (the page cache already holds its
+ * bytes) is answered as soon as its units are allocated, its payload is in
+ * our buffer and its device writes are queued: the writer does not wait for
+ * the store, as on a kernel filesystem's page cache. ENOSPC still fails the
+ * write() itself (allocation comes first); a device error is kept for the
+ * file's next fsync, as Linux keeps a writeback error.
+ *
+ * Ordering. A write-behind takes a slot of its inode (its byte range, rounded
+ * out to CFS_IO_SECTOR_MAX so that no sector, read-modify-write or
+ * written-state bit is shared with a neighbour, and a sequence number) before
+ * it is queued, and gives it back when it is on the store (ctx_finish).
+ * Until then a READ or WRITE of the file that overlaps it waits on its loop's
+ * parked list (no thread blocks), so nothing overtakes it on the device and
+ * no read sees the written-state from before it. fsync, SEEK_DATA/SEEK_HOLE
+ * (cfs_data_after_writes) and the zeros of truncate and punch
+ * (cfs_data_zero) wait for every write-behind the file had when they
+ * arrived: by sequence number, so new writes neither wait for them nor
+ * starve them. A write-behind with all slots taken waits for one. Requests
+ * of a file with no write-behind pay one atomic load.
+ */
+static void ctx_continue(struct cfs_loop *l, struct ctx *c);
+static void ctx_finish(struct cfs_loop *l, struct ctx *c);
+static void read_go(struct cfs_loop *l, struct ctx *c);
+static void zero_go(struct cfs_loop *l, struct ctx *c);
+
+#define BEHIND_ROUND CFS_IO_SECTOR_MAX
+
+/* The bytes c covers, rounded out: a READ the length asked, a WRITE its. */
+static void ctx_range(const struct ctx *c, uint64_t *a, uint64_t *b)
+{
+	uint64_t len = c->op == OP_READ ? c->asked_bytes : c->length_bytes;
+
+	*a = align_down(c->offset_bytes, BEHIND_ROUND);
+	*b = align_up(c->offset_bytes + len, BEHIND_ROUND);
+}
+
+/*
+ * May c start now? A READ or WRITE when no write-behind of its file overlaps
+ * it (a write-behind also needs a free slot, which it takes); an fsync, seek
+ * or zeroing (first call: !parked) when every write-behind of the file that
+ * was there at its first call is done.
+ */
+static bool admit(struct ctx *c, bool parked)
+{
+	struct cfs_inode *inode = c->inode;
+	struct cfs_behind *slot = NULL;
+	uint64_t a = 0, b = 0;
+	bool drain = c->op != OP_READ && c->op != OP_WRITE;
+	bool ok = true;
+
+	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire))
+		return true;
+	if (!drain)
+		ctx_range(c, &a, &b);
+	pthread_mutex_lock(&inode->lock);
+	if (drain && !parked)
+		c->behind_seq = inode->behind_seq;
+	for (int i = 0; i < CFS_BEHIND_N; i++) {
+		struct cfs_behind *r = &inode->behind[i];
+
+		if (r->end_bytes == 0)
+			slot = slot ? slot : r;
+		else if (drain ? r->seq <= c->behind_seq : r->start_bytes < b && a < r->end_bytes)
+			ok = false;
+	}
+	if (ok && c->behind) {
+		if (!slot) {
+			ok = false;
+		} else {
+			slot->start_bytes = a;
+			slot->end_bytes = b;
+			slot->seq = ++inode->behind_seq;
+			c->behind_slot = (int8_t)(slot - inode->behind);
+			atomic_fetch_add_explicit(&inode->behind_writes, 1, memory_order_acq_rel);
+		}
+	}
+	pthread_mutex_unlock(&inode->lock);
+	return ok;
+}
+
+/* Start c now, or park it until admit() lets it. */
+static void admit_or_park(struct cfs_loop *l, struct ctx *c,
+			  void (*go)(struct cfs_loop *, struct ctx *))
+{
+	if (admit(c, false)) {
+		go(l, c);
+		return;
+	}
+	atomic_fetch_add_explicit(&c->inode->behind_waiters, 1, memory_order_acq_rel);
+	c->next = NULL;
+	if (l->parked_tail)
+		l->parked_tail->next = c;
+	else
+		l->parked_head = c;
+	l->parked_tail = c;
+}
+
+static void then_go(struct cfs_loop *l, struct ctx *c)
+{
+	c->then_fn(c->req, c->inode, c->then_args);
+	cfs_ns_io_end(l->d->fs, c->inode);
+	ctx_put(l, c);
+}
+
+static void resume(struct cfs_loop *l, struct ctx *c)
+{
+	switch (c->op) {
+	case OP_READ:
+		read_go(l, c);
+		break;
+	case OP_WRITE:
+		ctx_continue(l, c);
+		break;
+	case OP_ZERO:
+		zero_go(l, c);
+		break;
+	case OP_THEN:
+		then_go(l, c);
+		break;
+	default:
+		CFS_FS_ASSERT(!"parked request of no kind");
+	}
+}
+
+/* Start the parked requests admit() now lets go, in arrival order. */
+static bool run_parked(struct cfs_loop *l)
+{
+	struct ctx *c = l->parked_head, *prev = NULL;
+	bool progress = false;
+
+	while (c) {
+		struct ctx *next = c->next;
+
+		if (!admit(c, true)) {
+			prev = c;
+			c = next;
+			continue;
+		}
+		if (prev)
+			prev->next = next;
+		else
+			l->parked_head = next;
+		if (l->parked_tail == c)
+			l->parked_tail = prev;
+		c->next = NULL;
+		atomic_fetch_sub_explicit(&c->inode->behind_waiters, 1, memory_order_acq_rel);
+		resume(l, c);
+		progress = true;
+		c = next;
+	}
+	return progress;
+}
+
+/* The write is queued in full: answer it now. */
+static void behind_answer(struct cfs_loop *l, struct ctx *c)
+{
+	cfs_ns_write_done(l->d->fs, c->inode, c->offset_bytes, c->length_bytes);
+	c->answered = true;
+	fuse_reply_write(c->req, c->length_bytes);
+	c->req = NULL;
+}
+
+/* A write-behind reached the store (or failed, or was refused before its
+ * answer): free its slot and let its file's requests go, on whichever loop
+ * parked them. */
+static void behind_done(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&inode->lock);
+	inode->behind[c->behind_slot].end_bytes = 0;
+	atomic_fetch_sub_explicit(&inode->behind_writes, 1, memory_order_acq_rel);
+	pthread_mutex_unlock(&inode->lock);
+	c->behind_slot = -1;
+	if (!atomic_load_explicit(&inode->behind_waiters, memory_order_acquire))
+		return;
+	for (unsigned i = 0; i < l->d->loop_count; i++) {
+		struct cfs_loop *o = l->d->loops[i];
+
+		if (o != l && write(o->remote_fd, &one, sizeof(one)) != sizeof(one)) {
+			/* the counter is far from overflowing */
+		}
+	}
+}
+
+void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
+			   const void *args, size_t args_bytes)
+{
+	struct cfs_loop *l = tls_loop;
+	struct ctx *c;
+
+	CFS_FS_ASSERT(args_bytes <= CFS_DATA_THEN_ARGS_MAX);
+	if (!l || !inode || !atomic_load_explicit(&inode->behind_writes, memory_order_acquire)) {
+		fn(req, inode, args);
+		return;
+	}
+	c = ctx_start(l, req, inode, OP_THEN);
+	c->then_fn = fn;
+	memcpy(c->then_args, args, args_bytes);
+	admit_or_park(l, c, then_go);
 }
 
 /* ---- completion ------------------------------------------------------------- */
@@ -282,7 +503,7 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 	struct cfs_fs *fs = l->d->fs;
 	int err = atomic_load_explicit(&c->error, memory_order_acquire);
 
-	if (c->op == OP_WRITE && !err)
+	if (c->op == OP_WRITE && !err && !c->answered)
 		cfs_ns_write_done(fs, c->inode, c->offset_bytes, c->length_bytes);
 	if (c->op != OP_ZERO) {
 		unsigned flags = CFS_CS_INFLIGHT | (c->rmw ? CFS_CS_RMW : 0);
@@ -311,6 +532,15 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		int none = 0;
 
 		atomic_compare_exchange_strong(&c->inode->write_error, &none, err);
+	}
+	if (c->behind_slot >= 0)
+		behind_done(l, c);
+	if (c->answered) {
+		/* Write-behind: answered when queued; now it is on the store
+		 * (or its error is the next fsync's). */
+		cfs_ns_io_end(fs, c->inode);
+		ctx_put(l, c);
+		return;
 	}
 	/* The last mark_written is done: the units may go. */
 	if (c->inode)
@@ -640,6 +870,10 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 	 * request while the loop receives the next one (bench/README.md,
 	 * "Data path (issue 7)"). */
 	cfs_ioq_submit(l->q);
+	/* Write-behind: the last round is queued and nothing failed yet. */
+	if (c->behind && !c->answered && c->cursor_bytes >= c->end_bytes &&
+	    !atomic_load_explicit(&c->error, memory_order_acquire))
+		behind_answer(l, c);
 	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
 		round_done(c);
 }
@@ -737,7 +971,6 @@ int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, 
 		  uint64_t offset)
 {
 	struct cfs_loop *l = tls_loop;
-	uint64_t file_size;
 	struct ctx *c;
 	int ret;
 
@@ -754,6 +987,23 @@ int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, 
 	c = ctx_start(l, req, inode, OP_READ);
 	c->direct = file_flags & CFS_FILE_DIRECT;
 	c->asked_bytes = (uint32_t)size;
+	c->offset_bytes = offset;
+	if (l->ram)
+		read_go(l, c); /* RAM mounts have no write-behind */
+	else
+		admit_or_park(l, c, read_go);
+	return 0;
+}
+
+/* The rest of a READ, once no write-behind of its file is in flight. */
+static void read_go(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+	fuse_req_t req = c->req;
+	uint64_t offset = c->offset_bytes, file_size;
+	size_t size = c->asked_bytes;
+	int ret;
+
 	/* The size after the I/O reference: a truncate that unmapped units we
 	 * are about to look up has already made the size smaller. */
 	file_size = atomic_load_explicit(&inode->size_bytes, memory_order_acquire);
@@ -766,14 +1016,13 @@ int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, 
 		c->inode = NULL;
 		ctx_put(l, c);
 		fuse_reply_buf(req, NULL, 0);
-		return 0;
+		return;
 	}
 	if (size > file_size - offset)
 		size = file_size - offset;
-	c->offset_bytes = offset;
 	c->length_bytes = (uint32_t)size;
 	if (l->ram && ram_read(l, c))
-		return 0;
+		return;
 	c->base_bytes = align_down(offset, l->granule_bytes);
 	c->end_bytes = align_up(offset + size, l->granule_bytes);
 	c->cursor_bytes = c->base_bytes;
@@ -793,18 +1042,15 @@ int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, 
 			c->buf_ring = true;
 		} else {
 			ret = ctx_buf(l, c, (uint32_t)(c->end_bytes - c->base_bytes));
-			if (ret)
-				goto out_finish;
+			if (ret) {
+				atomic_store(&c->error, ret);
+				c->end_bytes = c->cursor_bytes;
+				ctx_finish(l, c);
+				return;
+			}
 		}
 	}
 	ctx_continue(l, c);
-	return 0;
-
-out_finish:
-	atomic_store(&c->error, ret);
-	c->end_bytes = c->cursor_bytes;
-	ctx_finish(l, c);
-	return 0;
 }
 
 int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, const void *data,
@@ -856,7 +1102,12 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	c->base_bytes = align_down(offset, l->granule_bytes);
 	c->cursor_bytes = offset;
 	c->end_bytes = offset + size;
-	{
+	/* Write-behind for buffered writes of cached opens: the page cache has
+	 * the bytes, the writer need not wait for the store. O_DIRECT writes
+	 * and uncached opens are answered from the store. */
+	c->behind = !l->ram && l->d->write_behind &&
+		    !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED));
+	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire)) {
 		size_t rb_bytes = 0;
 		void *rb = cfs_uring_reply_buf(&rb_bytes);
 
@@ -881,7 +1132,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		return 0;
 	}
 	memcpy(c->buf + (offset - c->base_bytes), data, size);
-	ctx_continue(l, c);
+	admit_or_park(l, c, ctx_continue);
 	return 0;
 
 out_refused:
@@ -911,12 +1162,20 @@ int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct c
 	for (unsigned i = 0; i < zero->count && i < 2; i++)
 		part_new(c, CFS_IO_WRITE, 0, zero->device_offset_bytes[i], zero->length_bytes[i],
 			 (void *)zero_sector, true);
+	if (c->inode)
+		admit_or_park(l, c, zero_go); /* after the file's write-behind */
+	else
+		zero_go(l, c);
+	return 0;
+}
+
+static void zero_go(struct cfs_loop *l, struct ctx *c)
+{
 	atomic_store_explicit(&c->pending, c->nparts + 1, memory_order_relaxed);
 	for (unsigned i = 0; i < c->nparts; i++)
 		part_submit(l, &c->parts[i]);
 	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
 		round_done(c);
-	return 0;
 }
 
 /* ---- the loops ------------------------------------------------------------------------ */
@@ -961,7 +1220,7 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
 	/* Parts waiting for room (the bounce pool is shared by every loop, so
 	 * room may come from another loop's completion), or a backend without
 	 * an eventfd: look again soon. */
-	if (l->retry_head)
+	if (l->retry_head || l->parked_head)
 		return 1;
 	if (l->queue_fd < 0 && (cfs_ioq_inflight(l->q) || l->free_count != CFS_LOOP_CONTEXTS))
 		return 1;
@@ -990,6 +1249,8 @@ void cfs_loop_work(struct cfs_loop *l)
 			ctx_continue(l, c);
 			progress = true;
 		}
+		if (l->parked_head && run_parked(l))
+			progress = true;
 		cfs_ioq_submit(l->q);
 		if (!progress)
 			break;

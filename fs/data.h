@@ -88,6 +88,20 @@ int cfs_data_check_direct(struct cfs_inode *inode, unsigned file_flags, size_t s
 			  uint64_t offset);
 
 /*
+ * Run fn(req, inode, args) once every write of inode answered before it
+ * reached the store (write-behind, data.c) is on the store: at once when
+ * none is in flight (args is the caller's), else later on this loop (args is
+ * a copy of args_bytes <= CFS_DATA_THEN_ARGS_MAX bytes). For what must see
+ * those writes on the store: fsync (the device flush must come after them),
+ * SEEK_DATA/SEEK_HOLE, truncate and punch (they read and change the
+ * written-state, which a write sets when it is on the store). inode NULL:
+ * at once.
+ */
+#define CFS_DATA_THEN_ARGS_MAX 192u
+typedef void (*cfs_data_then_fn)(fuse_req_t req, struct cfs_inode *inode, const void *args);
+void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
+			   const void *args, size_t args_bytes);
+/*
  * Write zeros over the cut sectors a truncate or punch reported (struct
  * cfs_ns_zero: 0..2 partial sectors, with an I/O reference on zero->inode
  * that this drops when done), then reply: with attr (setattr) if non-NULL,

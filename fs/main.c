@@ -97,7 +97,8 @@ struct options {
 	bool allow_other;
 	bool read_only;
 	bool ram;
-	bool hide_stats; /* listxattr shows no user.chunkfs.* names */
+	bool hide_stats;   /* listxattr shows no user.chunkfs.* names */
+	bool writethrough; /* buffered writes answered only once on the store */
 	unsigned threads;
 	uint64_t ram_size_bytes;
 	bool ram_size_given;	  /* size= seen (a bad value was already reported) */
@@ -160,6 +161,8 @@ static void usage(FILE *f, const char *prog)
 		"                     (kernel 6.14+, enable_uring=Y), refused when off;\n"
 		"                     auto: io_uring where the kernel has it. -o uring\n"
 		"                     is transport=uring\n"
+		"  -o writethrough    answer a buffered write only once it is on the store\n"
+		"                     (default: once queued; fsync waits for it either way)\n"
 		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
 		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
@@ -274,6 +277,8 @@ static int parse_one(struct options *o, const char *opt)
 		o->transport = CFS_TRANSPORT_URING;
 	} else if (strcmp(opt, "hide_stats") == 0) {
 		o->hide_stats = true;
+	} else if (strcmp(opt, "writethrough") == 0) {
+		o->writethrough = true;
 	} else if (strcmp(opt, "mlock") == 0) {
 		o->ram_flags |= CFS_IO_RAM_MLOCK;
 	} else if (strcmp(opt, "hugepages") == 0) {
@@ -1159,6 +1164,7 @@ int main(int argc, char **argv)
 	d->dio_align_bytes = o.ram ? o.dio_align_bytes : 0;
 	d->source = o.source;
 	d->hide_stats = o.hide_stats;
+	d->write_behind = !o.writethrough;
 	if (open_metadata(&o, d->io, &d->fs))
 		goto out_close_io;
 	if (o.fake) {

@@ -62,6 +62,14 @@ struct cfs_deferred; /* private: units freed while I/O was in flight */
 #define CFS_XATTR_TOTAL_MAX (1u << 20) /* all names + values of one inode */
 #define CFS_READDIR_COOKIE_FIRST 3ull  /* 1 = ".", 2 = "..", entries from 3 */
 
+/* A write-behind in flight (fs/data.c): answered, not yet on the store. */
+#define CFS_BEHIND_N 8 /* slots per file */
+struct cfs_behind {
+	uint64_t start_bytes; /* its range, rounded out to whole sectors */
+	uint64_t end_bytes;   /* 0: a free slot */
+	uint64_t seq;	      /* inode->behind_seq when it was taken */
+};
+
 /* ---- the inode ------------------------------------------------------------
  * Public so the data path reads what it needs without calls. Fields marked
  * [atomic] may be read without the lock (relaxed atomic loads); [lock] fields
@@ -100,6 +108,11 @@ struct cfs_inode {
 	_Atomic bool cache_stale;		 /* [atomic] an FOPEN_DIRECT_IO write came
 						  * since the last cached open: pages the
 						  * kernel kept may be old */
+	_Atomic uint32_t behind_writes;		 /* [atomic] write-behinds in flight
+						  * (fs/data.c); changed under lock */
+	_Atomic uint32_t behind_waiters;	 /* [atomic] requests parked behind them */
+	uint64_t behind_seq;			 /* [lock] the last write-behind's number */
+	struct cfs_behind behind[CFS_BEHIND_N];	 /* [lock] their slots */
 	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
 						  * allocated on first use
 						  * (cfs_ns_inode_stats), freed with

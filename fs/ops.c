@@ -249,15 +249,26 @@ static int64_t ts_ns(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set,
-			   struct fuse_file_info *fi)
+struct setattr_args {
+	fuse_ino_t ino;
+	int to_set;
+	struct stat st;
+};
+_Static_assert(sizeof(struct setattr_args) <= CFS_DATA_THEN_ARGS_MAX,
+	       "a parked setattr keeps its arguments in the context");
+
+static void setattr_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
 {
+	const struct setattr_args *a = args;
+	const struct stat *st = &a->st;
+	int to_set = a->to_set;
+	fuse_ino_t ino = a->ino;
 	struct cfs_setattr set = {0};
 	struct cfs_ns_zero zero = {0};
 	struct cfs_attr attr;
 	int ret;
 
-	(void)fi;
+	(void)inode;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		set.valid |= CFS_SET_MODE;
 		set.mode = st->st_mode;
@@ -308,6 +319,24 @@ static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int 
 	/* A truncate inside a written sector: zero the cut bytes on the
 	 * device before answering (they must not come back if the file grows). */
 	cfs_data_zero(req, &zero, &attr);
+}
+
+static void cfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set,
+			   struct fuse_file_info *fi)
+{
+	struct setattr_args a = {.ino = ino, .to_set = to_set, .st = *st};
+	struct cfs_ns_stat_view view;
+
+	(void)fi;
+	/* A size change reads and changes the written-state, which a
+	 * write-behind sets when it reaches the store: after them. (By
+	 * number: truncate(2) comes without a handle.) */
+	if (!(to_set & FUSE_SET_ATTR_SIZE) || cfs_ns_stat_pin(FS(), ino, &view)) {
+		setattr_go(req, NULL, &a);
+		return;
+	}
+	cfs_data_after_writes(req, view.inode, setattr_go, &a, sizeof(a));
+	cfs_ns_unpin(FS(), view.inode);
 }
 
 static void cfs_ll_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -592,8 +621,8 @@ static void cfs_ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	(void)ino;
 	(void)fi;
 	/* Only kernels before 5.17 send this (open_file() sets noflush).
-	 * Writes are answered only once on the store (no write-back cache
-	 * here): nothing to flush at close. Durability is fsync's job. */
+	 * close() makes nothing durable on a kernel filesystem either: a
+	 * write-behind still in flight is fsync's to wait for (data.c). */
 	fuse_reply_err(req, 0);
 }
 
@@ -637,16 +666,15 @@ static void fsync_timed_done(int res, void *arg)
 	free(t);
 }
 
-static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+/* The fsync itself, once the file's write-behind is on the store: the
+ * commit's device flush must come after it. args: when it arrived (ns). */
+static void fsync_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
 {
-	struct cfs_inode *inode = fi && fi->fh ? fh_inode(fi) : NULL;
+	uint64_t start_ns = *(const uint64_t *)args;
 	struct cfs_chunk_stats *stats = inode ? cfs_ns_inode_stats(inode) : NULL;
-	uint64_t start_ns = cfs_now_ns();
 	struct fsync_timing *t = NULL;
 	int ret;
 
-	(void)ino;
-	(void)datasync; /* a commit covers data and metadata alike */
 	/* A failed write since the last fsync: reported once, as Linux
 	 * reports a writeback error to the next fsync (errseq). */
 	if (inode) {
@@ -683,17 +711,64 @@ static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 		fsync_timed_done(ret, t);
 }
 
+static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	uint64_t start_ns = cfs_now_ns();
+
+	(void)ino;
+	(void)datasync; /* a commit covers data and metadata alike */
+	cfs_data_after_writes(req, fi && fi->fh ? fh_inode(fi) : NULL, fsync_go, &start_ns,
+			      sizeof(start_ns));
+}
+
 static void cfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	cfs_ll_fsync(req, ino, datasync, fi);
 }
 
+struct fallocate_args {
+	fuse_ino_t ino;
+	int mode;
+	uint64_t offset_bytes;
+	uint64_t length_bytes;
+};
+
+/* The fallocate itself, after the file's write-behinds: a punch changes
+ * the written-state they set when they reach the store. */
+static void fallocate_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
+{
+	const struct fallocate_args *a = args;
+	struct cfs_ns_zero zero = {0};
+	uint64_t start_ns = cfs_now_ns();
+	int ret;
+
+	ret = cfs_ns_fallocate(FS(), a->ino, a->mode, a->offset_bytes, a->length_bytes, &zero);
+	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
+		/* A discard of the chunk (InnoDB page compression punches holes);
+		 * timed up to the namespace's answer: the zeroing of at most two
+		 * cut sectors that may follow is not included. */
+		cfs_cs_request_done(inode ? cfs_ns_inode_stats(inode) : NULL, CFS_IO_DISCARD, ret,
+				    a->length_bytes, cfs_now_ns() - start_ns, 0);
+	}
+	if (ret) {
+		cfs_reply_err(req, ret);
+		return;
+	}
+	if (a->mode & FALLOC_FL_PUNCH_HOLE)
+		ram_give_back();
+	/* A punch inside written sectors: zero their cut bytes on the device. */
+	cfs_data_zero(req, &zero, NULL);
+}
+
 static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			     struct fuse_file_info *fi)
 {
-	struct cfs_ns_zero zero = {0};
-	uint64_t start_ns;
-	int ret;
+	struct fallocate_args a = {
+		.ino = ino,
+		.mode = mode,
+		.offset_bytes = (uint64_t)offset,
+		.length_bytes = (uint64_t)length,
+	};
 
 	if (offset < 0 || length <= 0) {
 		cfs_reply_err(req, -EINVAL);
@@ -710,32 +785,30 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	if (fi && fi->fh &&
 	    !suidgid_cleared_first(req, fuse_req_ctx(req)->uid != 0, ino, fh_inode(fi)))
 		return;
-	start_ns = cfs_now_ns();
-	ret = cfs_ns_fallocate(FS(), ino, mode, (uint64_t)offset, (uint64_t)length, &zero);
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		/* A discard of the chunk (InnoDB page compression punches holes);
-		 * timed up to the namespace's answer: the zeroing of at most two
-		 * cut sectors that may follow is not included. */
-		struct cfs_inode *inode = fi && fi->fh ? fh_inode(fi) : NULL;
+	cfs_data_after_writes(req, fi && fi->fh ? fh_inode(fi) : NULL, fallocate_go, &a, sizeof(a));
+}
 
-		cfs_cs_request_done(inode ? cfs_ns_inode_stats(inode) : NULL, CFS_IO_DISCARD, ret,
-				    (uint64_t)length, cfs_now_ns() - start_ns, 0);
-	}
-	if (ret) {
-		cfs_reply_err(req, ret);
-		return;
-	}
-	if (mode & FALLOC_FL_PUNCH_HOLE)
-		ram_give_back();
-	/* A punch inside written sectors: zero their cut bytes on the device. */
-	cfs_data_zero(req, &zero, NULL);
+struct lseek_args {
+	uint64_t offset_bytes;
+	int whence;
+};
+
+/* SEEK_DATA/SEEK_HOLE read the written-state, which a write-behind sets
+ * when it reaches the store: after the file's write-behinds. */
+static void lseek_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
+{
+	const struct lseek_args *a = args;
+	int64_t ret = cfs_ns_seek(FS(), inode, a->offset_bytes, a->whence);
+
+	if (ret < 0)
+		cfs_reply_err(req, (int)ret);
+	else
+		fuse_reply_lseek(req, (off_t)ret);
 }
 
 static void cfs_ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 			 struct fuse_file_info *fi)
 {
-	int64_t ret;
-
 	(void)ino;
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		/* SEEK_SET/CUR/END never reach us; answer as the kernel would. */
@@ -746,11 +819,9 @@ static void cfs_ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		cfs_reply_err(req, -ENXIO);
 		return;
 	}
-	ret = cfs_ns_seek(FS(), fh_inode(fi), (uint64_t)off, whence);
-	if (ret < 0)
-		cfs_reply_err(req, (int)ret);
-	else
-		fuse_reply_lseek(req, (off_t)ret);
+	struct lseek_args a = {.offset_bytes = (uint64_t)off, .whence = whence};
+
+	cfs_data_after_writes(req, fh_inode(fi), lseek_go, &a, sizeof(a));
 }
 
 /* ---- directories ---------------------------------------------------------------------- */

@@ -28,7 +28,10 @@
  *     short=BYTES    READ/WRITE: transfer only BYTES (rounded down to the
  *                    sector) on the first try; the rest is resubmitted and
  *                    counted in stats->short_retries, as a real backend does
- *     delay_us=N     complete no earlier than N µs after queueing
+ *     delay_us=N     complete no earlier than N µs after queueing (in
+ *                    power-loss mode a delayed write enters the log only
+ *                    then: until it completes, flushes and reads do not
+ *                    see it, and delayed writes land in completion order)
  *
  *   e.g. "inner=uring,op=write,nth=3,err=EIO"
  *        "op=read,every=1,delay_us=200;op=flush,nth=2,err=EIO"
@@ -142,6 +145,7 @@ struct shadow {
 	uint64_t read_gen;    /* volatile READ: generation at submit */
 	int res;
 	bool patch;		      /* volatile READ: patch with the log */
+	bool append_late;	      /* volatile delayed write: log it when it completes */
 	struct shadow *next;	      /* free, ready or delayed list */
 	struct shadow *rprev, *rnext; /* ft->reads_* while patch is set */
 };
@@ -968,6 +972,7 @@ static int fault_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 	memset(&sh->inner, 0, sizeof(sh->inner));
 	sh->outer = req;
 	sh->patch = false;
+	sh->append_late = false;
 	sh->res = 0;
 
 	pthread_mutex_lock(&ft->lock);
@@ -976,6 +981,17 @@ static int fault_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 	if (v.err) {
 		pthread_mutex_unlock(&ft->lock);
 		sh->res = -v.err;
+		goto finished;
+	}
+	if (ft->volatile_mode && req->op != CFS_IO_READ && req->op != CFS_IO_FLUSH &&
+	    sh->deadline_ns) {
+		/* A delayed write reaches the log when it completes, as a
+		 * device's write is in its cache only once done: a flush or a
+		 * read before then does not see it, and writes in flight
+		 * together land in the order they complete. */
+		pthread_mutex_unlock(&ft->lock);
+		sh->append_late = true;
+		sh->res = (int)req->length_bytes;
 		goto finished;
 	}
 	if (ft->volatile_mode && req->op != CFS_IO_READ) {
@@ -1077,6 +1093,15 @@ static int fault_reap(struct cfs_ioq *q, unsigned min_complete)
 			int res = sh->res;
 
 			list = sh->next;
+			if (sh->append_late) {
+				struct fault_target *ft = q->io->priv;
+
+				pthread_mutex_lock(&ft->lock);
+				ret = overlay_append(ft, outer);
+				pthread_mutex_unlock(&ft->lock);
+				if (ret < 0)
+					res = ret;
+			}
 			shadow_put(fq, sh);
 			cfs_ioq_complete(q, outer, res);
 			n++;

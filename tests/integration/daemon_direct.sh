@@ -5,12 +5,6 @@
 # of the two kinds of open); the alignment policy: a store mount accepts
 # misaligned O_DIRECT, a RAM mount refuses it with EINVAL (dio_align).
 . "$(dirname "$0")/../lib/common.sh"
-# CFS_EXTRA_MOUNT_OPTS: more -o options on every mount (uring_daemon_direct.sh runs
-# this script again with transport=uring).
-if [ -n "${CFS_EXTRA_MOUNT_OPTS:-}" ]; then
-	eval "_cfs_mount_plain() $(declare -f cfs_mount | tail -n +2)"
-	cfs_mount() { _cfs_mount_plain "$1" "$2" "${3:+$3,}$CFS_EXTRA_MOUNT_OPTS"; }
-fi
 cfs_require_fuse
 cfs_require_cmd python3
 

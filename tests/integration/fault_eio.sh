@@ -3,7 +3,9 @@
 #   a read the store fails          -> the application's read gets EIO, the
 #                                      next read works, nothing else changes
 #   a data write the store fails    -> the write gets EIO, and so does the
-#                                      next fsync of that file (once)
+#                                      next fsync of that file (once); a
+#                                      buffered write was answered before
+#                                      (write-behind): only the fsync
 #   a write the store answers ENOSPC -> the write gets ENOSPC
 #   a flush the store fails          -> fsync gets EIO, the mount turns
 #                                      read-only (EROFS) with a log line, and
@@ -113,6 +115,33 @@ EOF2
 expect_stats "$mnt/f" writes=2 write_bytes=4096 write_errors=1 fsyncs=3 fsync_errors=1 \
 	err_eio=2 errors=2 reads=0
 expect_stats "$mnt" err_eio=2 errors=2
+umount_wait
+
+# ---- a buffered write's EIO: write() was answered, fsync reports it ---------------------------
+# Buffered writes are answered before they reach the store (write-behind),
+# so the store's error can only go to the next fsync, as Linux reports a
+# writeback error.
+first_free write err=EIO
+cfs_reset "$mnt/f"
+cfs_reset "$mnt"
+py <<'EOF2' || cfs_fail "write-behind EIO"
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+assert os.pwrite(fd, b"b" * 4096, 0) == 4096, "short buffered write"
+try:
+    os.fsync(fd)
+    sys.exit("fsync after a failed write-behind succeeded")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("fsync: %s, expected EIO" % e)
+os.fsync(fd)  # reported once
+assert os.pwrite(fd, b"b" * 4096, 0) == 4096
+os.fsync(fd)
+EOF2
+# the write is counted when the store answered it (with its error); the
+# fsync that reported it too
+expect_stats "$mnt/f" writes=2 write_bytes=4096 write_errors=1 fsyncs=3 fsync_errors=1 \
+	err_eio=2 errors=2 reads=0
 umount_wait
 
 # ---- write ENOSPC from the store ---------------------------------------------------------

@@ -6,12 +6,6 @@
 # buffered 2 KiB writers; and a verify-only pass over the shared file after
 # the other jobs rewrote their own files around it.
 . "$(dirname "$0")/../lib/common.sh"
-# CFS_EXTRA_MOUNT_OPTS: more -o options on every mount (uring_ram_fio.sh runs
-# this script again with transport=uring).
-if [ -n "${CFS_EXTRA_MOUNT_OPTS:-}" ]; then
-	eval "_cfs_mount_plain() $(declare -f cfs_mount | tail -n +2)"
-	cfs_mount() { _cfs_mount_plain "$1" "$2" "${3:+$3,}$CFS_EXTRA_MOUNT_OPTS"; }
-fi
 cfs_require_fuse
 cfs_require_cmd fio
 

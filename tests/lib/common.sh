@@ -131,7 +131,8 @@ cfs_mkfs() {
 
 declare -A _cfs_mount_pid=()
 
-# cfs_mount SOURCE DIR [OPTS]: start chunkfs in the foreground (-f) in the
+# cfs_mount SOURCE DIR [OPTS]: start chunkfs (with CFS_EXTRA_MOUNT_OPTS too, set
+# by cfs_rerun_on_uring) in the foreground (-f) in the
 # background, its log in $CFS_WORK/chunkfs-<dir>.log, wait until the new
 # daemon's mount is on DIR (one more chunkfs mount there than before: a
 # mount left on DIR does not count), and register cleanup (unmount, wait,
@@ -139,6 +140,8 @@ declare -A _cfs_mount_pid=()
 # does not mount in 20 s. Never call it inside $(...).
 cfs_mount() {
 	local src=$1 dir=$2 opts=${3:-} log i before
+	# First: a fault=SPEC option takes the rest of the list.
+	opts=${CFS_EXTRA_MOUNT_OPTS:+$CFS_EXTRA_MOUNT_OPTS${opts:+,}}$opts
 	[ -x "$CFS_BIN/chunkfs" ] || cfs_skip "needs $CFS_BIN/chunkfs"
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
