@@ -386,6 +386,44 @@ Test(fault_power, flushed_survives_unflushed_lost_uring, .timeout = 60)
 	unlink(path);
 }
 
+/* A delayed write is in the device's cache only once it completes: a flush
+ * or a read before then does not see it, and a crash then loses it (what
+ * write-behind's fsync must wait for: daemon_write_behind.sh). */
+Test(fault_power, delayed_write_unflushed_until_it_completes)
+{
+	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1;op=write,every=1,delay_us=300000");
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *a = xalloc(4096), *r = xalloc(4096);
+	struct tracked t = { .req = { .offset_bytes = 0, .length_bytes = 4096, .op = CFS_IO_WRITE,
+				      .buf = a, .done = tracked_done } };
+
+	memset(a, 'A', 4096);
+	cr_assert_eq(cfs_ioq_queue(q, &t.req), 0);
+	cfs_ioq_submit(q);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 0, 4096, r, NULL), 4096);
+	cr_assert_eq(t.calls, 0, "the write is still in flight");
+	for (int i = 0; i < 4096; i++)
+		cr_assert_eq(r[i], 0, "a write in flight is not in the store yet");
+	cr_assert_eq(cfs_io_fault_crash(io, false), 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 0, 4096, r, NULL), 4096);
+	for (int i = 0; i < 4096; i++)
+		cr_assert_eq(r[i], 0, "the flush before it completed did not keep it");
+
+	while (cfs_ioq_inflight(q))
+		cfs_ioq_reap(q, 1);
+	cr_assert_eq(t.calls, 1);
+	cr_assert_eq(t.res, 4096);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+	cr_assert_eq(cfs_io_fault_crash(io, false), 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 0, 4096, r, NULL), 4096);
+	cr_assert_eq(memcmp(r, a, 4096), 0, "completed, then flushed: it survives");
+	free(a);
+	free(r);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
 Test(fault_power, failed_flush_guarantees_nothing)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1;op=flush,nth=1,err=EIO");
