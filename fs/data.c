@@ -866,14 +866,16 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 	atomic_store_explicit(&c->pending, c->nparts + 1, memory_order_relaxed);
 	for (unsigned i = 0; i < c->nparts; i++)
 		part_submit(l, &c->parts[i]);
+	/* Write-behind: the last round is queued and nothing failed yet.
+	 * Answered before the submit: telling the device (a virtio kick is a
+	 * VM exit) is not the writer's to wait for. */
+	if (c->behind && !c->answered && c->cursor_bytes >= c->end_bytes &&
+	    !atomic_load_explicit(&c->error, memory_order_acquire))
+		behind_answer(l, c);
 	/* Submit now, not once per loop pass: the device starts on this
 	 * request while the loop receives the next one (bench/README.md,
 	 * "Data path (issue 7)"). */
 	cfs_ioq_submit(l->q);
-	/* Write-behind: the last round is queued and nothing failed yet. */
-	if (c->behind && !c->answered && c->cursor_bytes >= c->end_bytes &&
-	    !atomic_load_explicit(&c->error, memory_order_acquire))
-		behind_answer(l, c);
 	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
 		round_done(c);
 }
