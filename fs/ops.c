@@ -164,8 +164,9 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want |= conn->capable &
 		      (FUSE_CAP_ASYNC_READ | FUSE_CAP_ASYNC_DIO | FUSE_CAP_ATOMIC_O_TRUNC |
 		       FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_PARALLEL_DIROPS);
-	/* Write-through page cache: every buffered write reaches us, so
-	 * O_DIRECT opens of the same file see it. */
+	/* Write-through page cache: every buffered write reaches us (and is
+	 * answered early: data.c, "write-behind"), so O_DIRECT opens of the
+	 * same file see it and a full store fails the write() itself. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/* Every change to a file goes through this mount, and open_file()
 	 * keeps cached pages coherent with O_DIRECT writes: dropping a file's
