@@ -1220,8 +1220,9 @@ bool cfs_loop_idle(const struct cfs_loop *l)
 int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
 {
 	/* Parts waiting for room (the bounce pool is shared by every loop, so
-	 * room may come from another loop's completion), or a backend without
-	 * an eventfd: look again soon. */
+	 * room may come from another loop's completion), requests parked
+	 * behind a write-behind (it may finish on another loop), or a backend
+	 * without an eventfd: look again soon. */
 	if (l->retry_head || l->parked_head)
 		return 1;
 	if (l->queue_fd < 0 && (cfs_ioq_inflight(l->q) || l->free_count != CFS_LOOP_CONTEXTS))

@@ -60,7 +60,8 @@ bool cfs_loop_can_receive(const struct cfs_loop *l);
 void cfs_loop_work(struct cfs_loop *l);
 bool cfs_loop_idle(const struct cfs_loop *l);
 /* epoll_wait timeout: -1, or 1 ms while parts wait for room in the queue
- * or the bounce pool, or I/O is in flight on a backend without an eventfd. */
+ * or the bounce pool, requests are parked behind a write-behind, or I/O is
+ * in flight on a backend without an eventfd. */
 int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
 
 /* ---- handlers (called from ops.c, in a loop thread) ------------------------ */
