@@ -84,6 +84,9 @@ struct cfs_ioq {
 	pthread_mutex_t submit_lock; /* this queue's submission side only */
 	atomic_uint inflight;	     /* staged on this queue's backend and not
 				      * yet completed (parked requests excluded) */
+	uint64_t submit_batches;     /* cfs_ioq_submit() calls that handed over
+				      * requests, and how many: under submit_lock */
+	uint64_t submit_requests;
 	unsigned depth;
 	/* Aligned arena for cfs_ioq_buf_get(); registered by the uring backend. */
 	void *arena;

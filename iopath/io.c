@@ -408,8 +408,20 @@ int cfs_ioq_submit(struct cfs_ioq *q)
 
 	pthread_mutex_lock(&q->submit_lock);
 	ret = q->io->ops->submit(q);
+	if (ret > 0) {
+		q->submit_batches++;
+		q->submit_requests += (unsigned)ret;
+	}
 	pthread_mutex_unlock(&q->submit_lock);
 	return ret;
+}
+
+void cfs_ioq_submit_counts(struct cfs_ioq *q, uint64_t *batches, uint64_t *requests)
+{
+	pthread_mutex_lock(&q->submit_lock);
+	*batches = q->submit_batches;
+	*requests = q->submit_requests;
+	pthread_mutex_unlock(&q->submit_lock);
 }
 
 int cfs_ioq_reap(struct cfs_ioq *q, unsigned min_complete)

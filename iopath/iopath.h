@@ -231,6 +231,9 @@ void cfs_ioq_destroy(struct cfs_ioq *q); /* waits for everything in flight */
 int cfs_ioq_queue(struct cfs_ioq *q, struct cfs_io_req *req);
 /* Hand everything queued to the device; returns how many were submitted. */
 int cfs_ioq_submit(struct cfs_ioq *q);
+/* How many cfs_ioq_submit() calls handed requests to the device, and how many
+ * requests they carried (the uring backend: one system call per batch). */
+void cfs_ioq_submit_counts(struct cfs_ioq *q, uint64_t *batches, uint64_t *requests);
 /* Run done() for finished requests; waits until at least min_complete have
  * finished (0 = do not wait; clamped to cfs_ioq_inflight(), and staged but
  * unsubmitted requests are submitted before sleeping, so it cannot wait for

@@ -329,6 +329,36 @@ Test(ram, done_runs_at_reap_not_in_queue)
 	cfs_io_close(io);
 }
 
+Test(ram, submit_counts_batches_and_requests)
+{
+	struct cfs_io *io = open_ram(MIB, 512, 0);
+	struct cfs_ioq *q = new_queue(io, 8);
+	uint8_t *buf = xalloc(4096, 4096);
+	struct cfs_io_req req[4];
+	uint64_t batches, requests;
+
+	memset(req, 0, sizeof(req));
+	done_calls = 0;
+	for (int i = 0; i < 4; i++)
+		req[i] = (struct cfs_io_req){ .offset_bytes = (uint64_t)i * 4096, .length_bytes = 4096,
+					      .op = CFS_IO_WRITE, .buf = buf, .done = count_done };
+	cfs_ioq_submit_counts(q, &batches, &requests);
+	cr_assert_eq(batches + requests, 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cfs_ioq_queue(q, &req[i]), 0);
+	cr_assert_eq(cfs_ioq_submit(q), 3);
+	cr_assert_eq(cfs_ioq_submit(q), 0, "nothing staged");
+	cr_assert_eq(cfs_ioq_queue(q, &req[3]), 0);
+	cr_assert_eq(cfs_ioq_submit(q), 1);
+	cfs_ioq_submit_counts(q, &batches, &requests);
+	cr_assert_eq(batches, 2, "an empty submit is not a batch");
+	cr_assert_eq(requests, 4);
+	cr_assert_eq(cfs_ioq_reap(q, 4), 4);
+	free(buf);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
 Test(ram, event_fd_signals_completions)
 {
 	struct cfs_io *io = open_ram(MIB, 512, 0);
