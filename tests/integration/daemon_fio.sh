@@ -4,12 +4,8 @@
 # O_DIRECT), on four files, buffered, and on a RAM mount; then the verify
 # pass again after a remount.
 . "$(dirname "$0")/../lib/common.sh"
-# CFS_EXTRA_MOUNT_OPTS: more -o options on every mount (uring_daemon_fio.sh runs
-# this script again with transport=uring).
-if [ -n "${CFS_EXTRA_MOUNT_OPTS:-}" ]; then
-	eval "_cfs_mount_plain() $(declare -f cfs_mount | tail -n +2)"
-	cfs_mount() { _cfs_mount_plain "$1" "$2" "${3:+$3,}$CFS_EXTRA_MOUNT_OPTS"; }
-fi
+# (uring_daemon_fio.sh runs it again with transport=uring: cfs_mount adds
+# CFS_EXTRA_MOUNT_OPTS to every mount.)
 cfs_require_fuse
 cfs_require_cmd fio
 
