@@ -76,6 +76,12 @@
 #define BUF_MAX_BYTES (CFS_IO_LENGTH_MAX + 2u * CFS_IO_SECTOR_MAX)
 #define ZMAP_WORDS ((BUF_MAX_BYTES / ZMAP_GRAIN_BYTES + 63u) / 64u)
 #define WORK_ROUNDS_MAX 8
+/* A batch's device I/O is submitted at once while fewer than this many of the
+ * loop's device requests are in flight (ctx_continue). */
+#define SUBMIT_NOW_BELOW 4u
+/* ... and always for requests of this size or more: receiving the next one
+ * costs a copy of up to 1 MiB, too long to hold this one back. */
+#define SUBMIT_NOW_FROM_BYTES (64u << 10)
 
 _Static_assert(CFS_MAX_WRITE_BYTES <= CFS_IO_LENGTH_MAX,
 	       "a FUSE request must fit one iopath buffer");
@@ -153,6 +159,8 @@ struct cfs_loop {
 	uint32_t granule_bytes; /* I/O alignment: sector and memory */
 	uint64_t heap_buffers;	/* arena exhausted: aligned heap buffer used */
 	bool ram;		/* the store is our memory: ram_read(), ram_write() */
+	bool hold_submit;	/* a batch is being dispatched (cfs_loop_hold_submit) */
+	unsigned held_parts;	/* queued during the hold and not yet submitted */
 };
 
 static __thread struct cfs_loop *tls_loop;
@@ -872,10 +880,19 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 	if (c->behind && !c->answered && c->cursor_bytes >= c->end_bytes &&
 	    !atomic_load_explicit(&c->error, memory_order_acquire))
 		behind_answer(l, c);
-	/* Submit now, not once per loop pass: the device starts on this
-	 * request while the loop receives the next one (bench/README.md,
-	 * "Data path (issue 7)"). */
-	cfs_ioq_submit(l->q);
+	/* Submit now while the device has little to do, or for a large
+	 * request: the device starts on it while the loop receives the next
+	 * one (bench/README.md, "Data path (issue 7)"). Small requests while
+	 * it is busy, if a batch is being dispatched: once at the batch's end,
+	 * one submit tells the device about all of them (a virtio notify is a
+	 * VM exit). */
+	if (l->hold_submit && c->length_bytes < SUBMIT_NOW_FROM_BYTES &&
+	    cfs_ioq_inflight(l->q) >= l->held_parts + c->nparts + SUBMIT_NOW_BELOW) {
+		l->held_parts += c->nparts;
+	} else {
+		cfs_ioq_submit(l->q);
+		l->held_parts = 0;
+	}
 	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
 		round_done(c);
 }
@@ -1230,6 +1247,15 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
 	return -1;
 }
 
+void cfs_loop_hold_submit(struct cfs_loop *l, bool hold)
+{
+	l->hold_submit = hold;
+	if (!hold && l->held_parts) {
+		cfs_ioq_submit(l->q);
+		l->held_parts = 0;
+	}
+}
+
 void cfs_loop_work(struct cfs_loop *l)
 {
 	for (int round = 0; round < WORK_ROUNDS_MAX; round++) {
@@ -1354,6 +1380,18 @@ int cfs_loops_create(struct cfs_daemon *d, unsigned count)
 		}
 	}
 	return 0;
+}
+
+void cfs_loops_submit_counts(struct cfs_daemon *d, uint64_t *batches, uint64_t *requests)
+{
+	*batches = *requests = 0;
+	for (unsigned i = 0; i < d->loop_count; i++) {
+		uint64_t b, r;
+
+		cfs_ioq_submit_counts(d->loops[i]->q, &b, &r);
+		*batches += b;
+		*requests += r;
+	}
 }
 
 void cfs_loops_destroy(struct cfs_daemon *d)

@@ -47,6 +47,8 @@ struct cfs_ns_zero;
 int cfs_loops_create(struct cfs_daemon *d, unsigned count);
 /* Destroy every loop; none may be running. */
 void cfs_loops_destroy(struct cfs_daemon *d);
+/* Device submissions of all loops: batches (system calls) and requests. */
+void cfs_loops_submit_counts(struct cfs_daemon *d, uint64_t *batches, uint64_t *requests);
 
 void cfs_loop_enter(struct cfs_loop *l);
 unsigned cfs_loop_index(const struct cfs_loop *l);
@@ -58,6 +60,9 @@ int cfs_loop_queue_fd(const struct cfs_loop *l);
 int cfs_loop_remote_fd(const struct cfs_loop *l);
 bool cfs_loop_can_receive(const struct cfs_loop *l);
 void cfs_loop_work(struct cfs_loop *l);
+/* While held, the device I/O of newly dispatched requests is queued but not
+ * submitted; releasing submits it in one system call. */
+void cfs_loop_hold_submit(struct cfs_loop *l, bool hold);
 bool cfs_loop_idle(const struct cfs_loop *l);
 /* epoll_wait timeout: -1, or 1 ms while parts wait for room in the queue
  * or the bounce pool, requests are parked behind a write-behind, or I/O is

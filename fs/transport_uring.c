@@ -578,6 +578,7 @@ int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool recei
 		dispatch(u, e);
 		done++;
 	}
+	cfs_loop_hold_submit(l, true);
 	io_uring_for_each_cqe(&u->ring, head, cqe)
 	{
 		e = (struct ent *)(uintptr_t)cqe->user_data;
@@ -607,6 +608,7 @@ int cfs_uring_loop_work(struct cfs_uring_loop *u, struct cfs_loop *l, bool recei
 		done++;
 	}
 	io_uring_cq_advance(&u->ring, seen);
+	cfs_loop_hold_submit(l, false);
 	return done;
 }
 
