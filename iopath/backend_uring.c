@@ -335,7 +335,13 @@ static void uring_queue_fini(struct cfs_ioq *q)
 {
 	struct uring_queue *uq = q->priv;
 
-	io_uring_queue_exit(&uq->ring); /* drops registrations with the ring */
+	/* The kernel tears a closed ring down later, in a worker, and a
+	 * registered file stays open until then: an exclusively opened device
+	 * would still be busy when this process has exited (fsck right after a
+	 * refused mount said "device is busy"). Unregistering is synchronous. */
+	if (uq->file_registered)
+		io_uring_unregister_files(&uq->ring);
+	io_uring_queue_exit(&uq->ring); /* drops the other registrations */
 	if (uq->event_fd >= 0)
 		close(uq->event_fd);
 	free(uq);

@@ -44,6 +44,18 @@ refused "$dev4k" 512 4096	# twice: the first refusal left nothing behind
 # fsck cannot read 512-byte structures through 4096-byte sectors: exit 4.
 cfs_expect_fail_with "the store's logical sector (512) is not a multiple of the target's (4096)" \
 	4 "$CFS_BIN/fsck.chunkfs" -n "$dev4k"
+# The refused daemon let go of the device before it exited: fsck right after
+# it opens it (a ring's registered file used to keep the exclusive open
+# alive for a moment after exit: "device is busy", every time, back to back).
+for i in 1 2 3 4 5; do
+	rc=0
+	"$CFS_BIN/chunkfs" "$dev4k" "$mnt" -o wait=10 2>/dev/null || rc=$?
+	[ "$rc" = 32 ] || cfs_fail "refused mount $i: exit $rc, expected 32"
+	rc=0
+	"$CFS_BIN/fsck.chunkfs" -n "$dev4k" >"$CFS_WORK/fsck-after.out" 2>&1 || rc=$?
+	[ "$rc" = 4 ] || cfs_fail "fsck right after refused mount $i: exit $rc, expected 4: \
+$(cat "$CFS_WORK/fsck-after.out")"
+done
 # (the loop device stays attached until exit: detaching it here could let a
 # later cleanup detach another test's device of the same number)
 [ "$(md5sum <"$img")" = "$before" ] || cfs_fail "a refused mount changed the store"
