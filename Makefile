@@ -123,6 +123,11 @@ $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LI
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
 
+# The do-nothing FUSE filesystem of the open/close case needs only libfuse.
+$(B)/bench/fuse_null: $(B)/obj/bench/fuse_null.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE)
+
 $(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)

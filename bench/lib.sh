@@ -91,14 +91,26 @@ bench_wait_mount() { # dir pid log [seconds]
 # chunkfs in the foreground on SOURCE at DIR; sets BENCH_PID; the cleanup
 # stack unmounts it. Extra arguments go to chunkfs (e.g. -o ram,size=1G).
 bench_cfs_mount() { # chunkfs source dir [args...]
-	local exe=$1 src=$2 dir=$3 log
+	local exe=$1 src=$2 dir=$3
 	shift 3
+	bench_daemon_mount "$dir" "chunkfs $src" "$exe" -f "$src" "$dir" "$@"
+}
+
+# bench/fuse_null (the do-nothing FUSE filesystem) at DIR; -n for no_open.
+bench_fuse_null_mount() { # fuse_null dir [-n]
+	bench_daemon_mount "$2" "fuse_null" "$1" ${3:+"$3"} "$2"
+}
+
+# A FUSE daemon COMMAND that stays in the foreground, its output in DIR.log;
+# waits for DIR to be mounted; sets BENCH_PID; the cleanup stack unmounts it.
+bench_daemon_mount() { # dir what command...
+	local dir=$1 what=$2
+	shift 2
 	mkdir -p "$dir"
-	log=$dir.log
-	"$exe" -f "$src" "$dir" "$@" >>"$log" 2>&1 &
+	"$@" >>"$dir.log" 2>&1 &
 	BENCH_PID=$!
 	bench_defer "bench_umount '$dir' $BENCH_PID"
-	bench_wait_mount "$dir" "$BENCH_PID" "$log" || bench_die "chunkfs $src did not mount on $dir"
+	bench_wait_mount "$dir" "$BENCH_PID" "$dir.log" || bench_die "$what did not mount on $dir"
 }
 
 # A loop device over an image with direct I/O, in BENCH_LOOP (not printed:

@@ -273,7 +273,8 @@ if os.path.exists(os.path.join(D, "openclose.csv")):
     for r in R:
         s.setdefault((r["target"], int(r["files"])), []).append(float(r["seconds"]))
     files = sorted({k[1] for k in s})
-    tg = [t for t in ("chunkfs", "ext4", "tmpfs") if any(k[0] == t for k in s)]
+    tg = [t for t in ("chunkfs", "ext4", "tmpfs", "fuse-null", "fuse-noopen")
+          if any(k[0] == t for k in s)]
     it = R[0]["iterations"] if R else "?"
     p("## 4. Open/close scaling (seed 004)")
     p()
@@ -281,16 +282,26 @@ if os.path.exists(os.path.join(D, "openclose.csv")):
       "closing a file set of one data and three index files; file sets 1..128, thread k "
       "on set k %% sets. Total seconds, the seed's table shape (the seed ran 2000 "
       "iterations; its Centos 6 column: 3.07 s for 1 set, 21.3 s for 128). ext4 = a "
-      "directory on the disk filesystem. Target: chunkfs's worst case (128 sets) within "
-      "2x of ext4." % it)
+      "directory on the disk filesystem. fuse-null = `bench/fuse_null.c`, a FUSE "
+      "filesystem that answers OPEN and RELEASE as chunkfs does and does nothing else: "
+      "the floor under any FUSE filesystem that sees opens; fuse-noopen = the same "
+      "answering OPEN with ENOSYS, the kernel's no_open mode (no request per open or "
+      "close; chunkfs cannot use it, see bench/README.md). Target: chunkfs's worst "
+      "case (128 sets) within 2x of ext4." % it)
     p()
     body = []
     for f in files:
         row = [f] + ["%.3f" % med(s[(t, f)]) if (t, f) in s else "-" for t in tg]
-        if ("chunkfs", f) in s and ("ext4", f) in s:
-            row.append("%.1fx" % (med(s[("chunkfs", f)]) / med(s[("ext4", f)])))
+        for a, b in (("chunkfs", "ext4"), ("fuse-null", "ext4"), ("chunkfs", "fuse-null")):
+            if (a, f) in s and (b, f) in s:
+                row.append("%.1fx" % (med(s[(a, f)]) / med(s[(b, f)])))
+            elif any(k[0] == a for k in s) and any(k[0] == b for k in s):
+                row.append("-")
         body.append(row)
-    table(["file sets"] + tg + ["chunkfs / ext4"], body)
+    ratios = [a + " / " + b for a, b in (("chunkfs", "ext4"), ("fuse-null", "ext4"),
+                                         ("chunkfs", "fuse-null"))
+              if a in tg and b in tg]
+    table(["file sets"] + tg + ratios, body)
     lines = ["files " + " ".join(tg)]
     for f in files:
         lines.append("%d " % f + " ".join("%.4f" % med(s[(t, f)]) if (t, f) in s else "nan"
@@ -309,6 +320,10 @@ if os.path.exists(os.path.join(D, "openclose.csv")):
         p("Wall time per open+close pair (all 128 threads together): chunkfs %.1f µs, ext4 "
           "%.1f µs." % (c / ops * 1e6, e / ops * 1e6))
         p()
+        if ("fuse-null", 128) in s:
+            n = med(s[("fuse-null", 128)])
+            headline.append("open/close floor: a do-nothing FUSE filesystem %.2f s = %.1fx ext4; "
+                            "chunkfs %.1fx of it" % (n, n / e, c / n))
     prof = read("openclose-perf-dso.txt")
     if prof:
         p("Where the daemon's time goes (`perf record -g -p <chunkfs pid>` during a "

@@ -10,7 +10,8 @@
 #              xfs on one loop device, buffered and O_DIRECT, and chunkfs on
 #              the same loop device
 #   openclose  seed 004: 128 threads opening and closing sets of 4 files,
-#              1..128 sets (bench/openclose.c); chunkfs, ext4, tmpfs
+#              1..128 sets (bench/openclose.c); chunkfs, ext4, tmpfs, and
+#              a do-nothing FUSE filesystem with and without OPEN (fuse_null.c)
 #   meta       10,000 chunk files: create, stat, mount time, remove
 #              (bench/meta_bench.c); chunkfs, and ext4/tmpfs for comparison
 #   stats      statistics overhead (bench/stats-overhead.sh)
@@ -90,7 +91,7 @@ if [ "$plan" = 1 ]; then
 	want raw && echo "raw: bench/perf.sh ${raw_args[*]} -c $raw_cases -t $raw_targets"
 	want checkpoint && echo "checkpoint: bench/ram-vs-tmpfs.sh -n $ckpt_reps -R $ckpt_rounds -c checkpoint -t ram,tmpfs,img,loop"
 	want fschoice && echo "fschoice: $fs_reps x import_load -n $fs_chunks -m $fs_mb on ext2 ext4 xfs chunkfs, buffered and direct"
-	want openclose && echo "openclose: $oc_reps x openclose -t 128 -i $oc_iters -f 1..128 on chunkfs ext4 tmpfs"
+	want openclose && echo "openclose: $oc_reps x openclose -t 128 -i $oc_iters -f 1..128 on chunkfs ext4 tmpfs fuse-null fuse-noopen"
 	want meta && echo "meta: $meta_reps x $meta_files files on chunkfs ext4 tmpfs"
 	want stats && echo "stats: bench/stats-overhead.sh ${stats_args[*]}"
 	want pgbench && echo "pgbench: bench/pgbench.sh ${pg_args[*]}"
@@ -122,7 +123,7 @@ fi
 # copies: a rebuild in the tree during the run does not change what is measured
 bin=$work/bin
 mkdir -p "$bin"
-for b in chunkfs mkchunkfs bench/import_load bench/openclose bench/meta_bench; do
+for b in chunkfs mkchunkfs bench/import_load bench/openclose bench/meta_bench bench/fuse_null; do
 	cp "$root/build/$BUILD/$b" "$bin/" || bench_die "build/$BUILD/$b missing (make bench-build)"
 done
 
@@ -203,19 +204,26 @@ case_fschoice() {
 }
 
 # ---- 4. open/close scaling (seed 004) --------------------------------------------------------
+# fuse-null / fuse-noopen: the floor under any FUSE filesystem (bench/fuse_null.c
+# answers OPEN and RELEASE and does nothing; with -n the kernel's no_open mode).
 case_openclose() {
-	local img=$work/oc.img rep t f secs pid
-	declare -A d=([chunkfs]=$work/oc-cfs [ext4]=$work/oc-ext4 [tmpfs]=$work/oc-tmpfs)
+	local img=$work/oc.img rep t f secs pid null_pid noopen_pid
+	declare -A d=([chunkfs]=$work/oc-cfs [ext4]=$work/oc-ext4 [tmpfs]=$work/oc-tmpfs
+		[fuse-null]=$work/oc-null [fuse-noopen]=$work/oc-noopen)
 	"$bin/mkchunkfs" -q -s 2G "$img" >/dev/null
 	bench_cfs_mount "$bin/chunkfs" "$img" "${d[chunkfs]}"
 	pid=$BENCH_PID
 	mkdir -p "${d[ext4]}"
 	bench_tmpfs_mount "${d[tmpfs]}" 256M
+	bench_fuse_null_mount "$bin/fuse_null" "${d[fuse-null]}"
+	null_pid=$BENCH_PID
+	bench_fuse_null_mount "$bin/fuse_null" "${d[fuse-noopen]}" -n
+	noopen_pid=$BENCH_PID
 	for t in chunkfs ext4 tmpfs; do "$bin/openclose" -c -f 128 "${d[$t]}"; done
 	echo "target,threads,files,iterations,set,rep,seconds" >"$resdir/openclose.csv"
 	for rep in $(seq "$oc_reps"); do
 		for f in 1 2 4 8 16 32 64 128; do
-			for t in $(bench_rotate "$rep" chunkfs ext4 tmpfs); do
+			for t in $(bench_rotate "$rep" chunkfs ext4 tmpfs fuse-null fuse-noopen); do
 				runl "$bin/openclose" -d -t 128 -f "$f" -i "$oc_iters" "${d[$t]}"
 				secs=${line##*,}
 				echo "$t,128,$f,$oc_iters,4,$rep,$secs" >>"$resdir/openclose.csv"
@@ -233,6 +241,8 @@ case_openclose() {
 		2>/dev/null | grep -v '^$' | grep -E '^ +[0-9]' >"$resdir/openclose-perf.txt" || true
 	perf report -i "$work/oc.perf" --stdio --no-children -g none --sort dso --percent-limit 0.5 \
 		2>/dev/null | grep -E '^ +[0-9]' >"$resdir/openclose-perf-dso.txt" || true
+	bench_undo "bench_umount '${d[fuse-noopen]}' $noopen_pid"
+	bench_undo "bench_umount '${d[fuse-null]}' $null_pid"
 	bench_undo "bench_umount '${d[chunkfs]}' $pid"
 	bench_undo "bench_umount '${d[tmpfs]}'"
 	rm -rf "${d[ext4]}" "$img"
