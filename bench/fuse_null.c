@@ -113,9 +113,9 @@ static const struct fuse_lowlevel_ops null_ops = {
 
 int main(int argc, char **argv)
 {
-	char *fuse_argv[] = { argv[0], "-o", "fsname=fuse_null,allow_other", NULL };
+	char *fuse_argv[] = {argv[0], "-o", "fsname=fuse_null,allow_other", NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
-	struct fuse_loop_config loop = { .clone_fd = 0, .max_idle_threads = 10 };
+	struct fuse_loop_config loop = {.clone_fd = 0, .max_idle_threads = 10};
 	struct fuse_session *se;
 	const char *mnt;
 	int ret;
