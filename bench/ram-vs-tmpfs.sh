@@ -33,7 +33,8 @@
 #   -k  keep the mounts and the image afterwards (unmount by hand)
 #   -R  checkpoint rounds (default 20, as the seed)
 # Environment: BUILD (default release), CHUNKFS_OPTS (extra -o options of the
-# RAM mount, e.g. hugepages).
+# RAM mount, e.g. hugepages), RAMB_OPTS and RAMB_BIN (a second RAM mount,
+# target ramB, with other options or another chunkfs binary: see below).
 # Needs root (FUSE and tmpfs mounts), fio and python3; make bench-build first.
 set -euo pipefail
 
@@ -87,6 +88,11 @@ declare -A pid=()
 mkdir -p "$work/bin"
 cp "$bin/chunkfs" "$bin/mkchunkfs" "$bin/bench/temp_checkpoint" "$work/bin/"
 bin=$work/bin
+exeB=$bin/chunkfs
+if [ -n "${RAMB_BIN:-}" ]; then
+	cp "$RAMB_BIN" "$bin/chunkfsB"
+	exeB=$bin/chunkfsB
+fi
 ckpt=$bin/temp_checkpoint
 
 selected() { # list item
@@ -95,10 +101,10 @@ selected() { # list item
 
 mounted() { bench_mounted "$1"; }
 
-start_chunkfs() { # name source opts
-	local name=$1 src=$2 opts=$3
+start_chunkfs() { # name source opts [chunkfs binary]
+	local name=$1 src=$2 opts=$3 exe=${4:-$bin/chunkfs}
 	mkdir -p "${mnt[$name]}"
-	"$bin/chunkfs" -f "$src" "${mnt[$name]}" -o "$opts" >"$work/$name.log" 2>&1 &
+	"$exe" -f "$src" "${mnt[$name]}" -o "$opts" >"$work/$name.log" 2>&1 &
 	pid[$name]=$!
 	bench_wait_mount "${mnt[$name]}" "${pid[$name]}" "$work/$name.log" 10 && return 0
 	echo "ram-vs-tmpfs: chunkfs $src did not mount" >&2
@@ -129,13 +135,14 @@ for t in ram tmpfs img; do selected "$only_targets" $t && targets+=("$t"); done
 if selected "$only_targets" ram; then
 	start_chunkfs ram ram "ram,size=2G${CHUNKFS_OPTS:+,$CHUNKFS_OPTS}"
 fi
-# RAMB_OPTS=opts: a second RAM mount with these -o options (target ramB, e.g.
-# transport=uring with enable_uring set: bench/uring-ab.sh), measured in the
+# RAMB_OPTS=opts and/or RAMB_BIN=chunkfs: a second RAM mount with these -o
+# options (e.g. transport=uring with enable_uring set: bench/uring-ab.sh), or
+# from another build of chunkfs (an A/B of a code change), measured in the
 # same run, in a table of its own at the end.
-if [ -n "${RAMB_OPTS:-}" ]; then
+if [ -n "${RAMB_OPTS:-}${RAMB_BIN:-}" ]; then
 	mnt[ramB]=$work/ramB
 	targets+=(ramB)
-	start_chunkfs ramB ram "ram,size=2G,$RAMB_OPTS"
+	start_chunkfs ramB ram "ram,size=2G${RAMB_OPTS:+,$RAMB_OPTS}" "$exeB"
 fi
 if selected "$only_targets" tmpfs; then
 	mkdir -p "${mnt[tmpfs]}"
