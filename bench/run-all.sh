@@ -131,7 +131,8 @@ bench_sysinfo "$root" "$dir" >"$resdir/system.txt"
 echo "quick: $QUICK" >>"$resdir/system.txt"
 # every mount under the scratch directory, sampled: the report lists their options
 (while :; do grep -F " $work/" /proc/self/mounts || :; sleep 2; done >"$work/mounts.raw" 2>/dev/null) &
-bench_defer "kill $! 2>/dev/null; sort -u '$work/mounts.raw' >'$resdir/mounts.txt' 2>/dev/null"
+mounts_sampled="kill $! 2>/dev/null; sort -u '$work/mounts.raw' >'$resdir/mounts.txt' 2>/dev/null"
+bench_defer "$mounts_sampled"
 echo "case,seconds" >"$resdir/timings.csv"
 
 runl() { # command...: run it (bench_run), its output in $line
@@ -315,5 +316,6 @@ for c in $all_cases; do
 	want "$c" && timed "$c" "case_$c"
 done
 
+bench_undo "$mounts_sampled" # mounts.txt, before the report that lists it
 python3 "$root/bench/plot-report.py" "$resdir"
 bench_log "report: $resdir/report.md"
