@@ -8,7 +8,9 @@
 # on all of them; the table gives medians and ratios against the raw store
 # (chunkfs on an image and ext4 vs the raw image file, chunkfs on a loop
 # device vs the raw loop device), and the chunkfs daemon's CPU per I/O
-# (utime+stime of its PID from /proc/PID/stat around each run / I/Os).
+# (utime+stime of its PID from /proc/PID/stat around each run / I/Os), and
+# the whole machine's busy CPU per I/O (/proc/stat: user, nice, system, irq,
+# softirq), which on a machine with few CPUs says how far any target can go.
 #
 # usage: bench/perf.sh [-n reps] [-r seconds] [-s size] [-d dir] [-c cases]
 #                      [-t targets] [-o opts] [-B chunkfs] [-O opts] [-k]
@@ -21,7 +23,9 @@
 #   -c  only these cases (comma-separated names, see below)
 #   -t  only these targets (raw-file,raw-loop,ext4,cfs-img,cfs-loop,cfsB-img,
 #       cfsC-img, and not by default: tmpfs, cfs-ram = chunkfs -o ram; both
-#       in memory, 3x + 1G of size, ratio against raw-file)
+#       in memory, 3x + 1G of size, ratio against raw-file; fuse-null =
+#       bench/fuse_null, a FUSE filesystem that answers READ with zeros and
+#       WRITE with success without a store: the FUSE round trip alone)
 #   -o  chunkfs -o options for cfs-img and cfs-loop (e.g. threads=2)
 #   -B  a second chunkfs binary: adds target cfsB-img (its own store), for
 #       an A/B of a code change in the same run
@@ -160,7 +164,7 @@ targets=()
 for t in raw-file raw-loop ext4 cfs-img cfs-loop; do
 	want_target "$t" && targets+=("$t")
 done
-for t in tmpfs cfs-ram; do	# only when asked for
+for t in tmpfs cfs-ram fuse-null; do	# only when asked for
 	[ -n "$only_targets" ] && want_target "$t" && targets+=("$t")
 done
 if [ -n "$cfsb_bin" ] || [ "$cfsb_opts_set" = 1 ]; then
@@ -246,6 +250,17 @@ fill_files() {	# dir: the fio files, preallocated and written in full
 for t in cfs-img cfs-loop cfsB-img cfsC-img cfs-ram; do
 	has "$t" && mount_cfs "$t"
 done
+if has fuse-null; then
+	[ -x "$root/build/release/bench/fuse_null" ] || die "fuse-null: make bench-build first"
+	cp "$root/build/release/bench/fuse_null" "$work/"
+	mnt[fuse-null]=$work/mnt-fuse-null
+	mkdir -p "${mnt[fuse-null]}"
+	# every name is a file of this size; nothing to fill
+	"$work/fuse_null" -s "$cfs_bytes" "${mnt[fuse-null]}" >"$work/fuse-null.log" 2>&1 &
+	pid[fuse-null]=$!
+	bench_wait_mount "${mnt[fuse-null]}" "${pid[fuse-null]}" "$work/fuse-null.log" 20 ||
+		die "fuse_null did not mount"
+fi
 if has tmpfs; then
 	mnt[tmpfs]=$work/mnt-tmpfs
 	mkdir -p "${mnt[tmpfs]}"
@@ -303,21 +318,26 @@ fio_where() {	# target layout -> fio arguments naming the files
 cpu_ticks() {	# pid -> utime+stime of the whole process (all threads)
 	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
+busy_ticks() {	# -> the machine's busy time: user nice system irq softirq
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat
+}
 hz=$(getconf CLK_TCK)
 
 run_fio() {	# target case-fields... -> "iops MBps p50 p99 cpu_us_per_io"
 	local t=$1 rw=$2 bs=$3 qd=$4 jobs=$5 layout=$6 json=$work/fio.json where
-	local c0=0 c1=0 p=${pid[$1]:-}
+	local c0=0 c1=0 p=${pid[$1]:-} b0 b1
 	where=$(fio_where "$t" "$layout")
 	[ -z "$p" ] || c0=$(cpu_ticks "$p")
+	b0=$(busy_ticks)
 	# shellcheck disable=SC2086
 	fio --name=perf --ioengine=io_uring --direct=1 --rw="$rw" --bs="$bs" \
 		--iodepth="$qd" --numjobs="$jobs" --group_reporting --runtime="$runtime" \
 		--time_based --norandommap --randrepeat=0 --lat_percentiles=1 \
 		--allow_file_create=0 --fallocate=none $where $fio_extra \
 		--output-format=json --output="$json" >/dev/null
+	b1=$(busy_ticks)
 	[ -z "$p" ] || c1=$(cpu_ticks "$p")
-	python3 - "$json" "$((c1 - c0))" "$hz" "$p" <<-'EOF'
+	python3 - "$json" "$((c1 - c0))" "$hz" "$p" "$((b1 - b0))" <<-'EOF'
 	import json, sys
 	text = open(sys.argv[1]).read()
 	job = json.loads(text[text.find("{"):])["jobs"][0]	# skip any warning line
@@ -326,8 +346,9 @@ run_fio() {	# target case-fields... -> "iops MBps p50 p99 cpu_us_per_io"
 	ios = job["read"]["total_ios"] + job["write"]["total_ios"]
 	ticks, hz = int(sys.argv[2]), int(sys.argv[3])
 	cpu = ticks * 1e6 / hz / ios if sys.argv[4] and ios else float("nan")
-	print("%.0f %.1f %.1f %.1f %.2f" % (d["iops"], d["bw_bytes"] / 1e6,
-	      pct.get("50.000000", 0) / 1e3, pct.get("99.000000", 0) / 1e3, cpu))
+	busy = int(sys.argv[5]) * 1e6 / hz / ios if ios else float("nan")
+	print("%.0f %.1f %.1f %.1f %.2f %.2f" % (d["iops"], d["bw_bytes"] / 1e6,
+	      pct.get("50.000000", 0) / 1e3, pct.get("99.000000", 0) / 1e3, cpu, busy))
 	EOF
 }
 
@@ -337,7 +358,7 @@ git -C "$root" diff --quiet HEAD -- fs iopath 2>/dev/null || rev="$rev+dirty(fs,
 	echo "# perf.sh $stamp: kernel $(uname -r), $(nproc) cpus ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(fio --version), git $rev"
 	echo "# store dir $dir ($(df -T "$dir" | awk 'NR==2 { print $2 " on " $1 }')), working set $ws per job, runtime ${runtime}s, reps $reps"
 	echo "# fio extra: ${fio_extra:-none}; chunkfs -o ${cfs_opts:-(defaults)}; cfsB: ${cfsb_bin:-same binary} -o ${cfsb_opts:-(defaults)}; cfsC: ${cfsc_bin:-same binary} -o ${cfsc_opts:-(defaults)}"
-	echo "target,case,rep,iops,MBps,lat_p50_us,lat_p99_us,daemon_cpu_us_per_io"
+	echo "target,case,rep,iops,MBps,lat_p50_us,lat_p99_us,daemon_cpu_us_per_io,machine_cpu_us_per_io"
 } >"$out"
 
 for c in "${cases[@]}"; do
@@ -370,9 +391,9 @@ def med(case, t, f):
     return statistics.median(v) if v else None
 base = {"raw-file": None, "raw-loop": None, "ext4": "raw-file", "cfs-img": "raw-file",
         "cfs-loop": "raw-loop", "cfsB-img": "raw-file", "cfsC-img": "raw-file",
-        "tmpfs": "raw-file", "cfs-ram": "raw-file"}
+        "tmpfs": "raw-file", "cfs-ram": "raw-file", "fuse-null": "raw-file"}
 order = ["raw-file", "raw-loop", "ext4", "cfs-img", "cfs-loop", "cfsB-img", "cfsC-img",
-         "tmpfs", "cfs-ram"]
+         "tmpfs", "cfs-ram", "fuse-null"]
 cases = []
 for (c, t) in data:
     if c not in cases:
@@ -380,8 +401,8 @@ for (c, t) in data:
 for h in head:
     print(h)
 print()
-print("%-13s %-9s %9s %8s %-20s %7s %7s %11s %7s" % ("case", "target", "IOPS", "MB/s",
-      "ratio", "p50 us", "p99 us", "p50/p99-raw", "cpu/io"))
+print("%-13s %-9s %9s %8s %-20s %7s %7s %11s %7s %7s" % ("case", "target", "IOPS", "MB/s",
+      "ratio", "p50 us", "p99 us", "p50/p99-raw", "cpu/io", "all/io"))
 for c in cases:
     for t in order:
         if (c, t) not in data:
@@ -389,6 +410,7 @@ for c in cases:
         iops, mbps = med(c, t, "iops"), med(c, t, "MBps")
         p50, p99 = med(c, t, "lat_p50_us"), med(c, t, "lat_p99_us")
         cpu = med(c, t, "daemon_cpu_us_per_io")
+        busy = med(c, t, "machine_cpu_us_per_io") if "machine_cpu_us_per_io" in data[(c, t)][0] else None
         b = base[t]
         if c == "mw-spread" and b:
             b = None
@@ -398,11 +420,14 @@ for c in cases:
             lat = "%+.0f/%.1fx" % (p50 - med(c, b, "lat_p50_us"), p99 / med(c, b, "lat_p99_us"))
         if c == "mw-one" and (("mw-spread", t) in data):
             ratio += " (%.2fx spread)" % (mbps / med("mw-spread", t, "MBps"))
-        print("%-13s %-9s %9.0f %8.1f %-20s %7.0f %7.0f %11s %7s" % (c, t, iops, mbps, ratio,
-              p50, p99, lat, "" if cpu != cpu else "%.1f" % cpu))
+        print("%-13s %-9s %9.0f %8.1f %-20s %7.0f %7.0f %11s %7s %7s" % (c, t, iops, mbps, ratio,
+              p50, p99, lat, "" if cpu != cpu else "%.1f" % cpu,
+              "" if busy is None else "%.1f" % busy))
 print()
 print("medians of the repetitions; ratio = MB/s vs raw-file (ext4, cfs-img, cfsB/C-img,")
-print("tmpfs, cfs-ram) or raw-loop (cfs-loop); p50/p99-raw = p50 minus raw, p99 over raw; cpu/io = chunkfs")
-print("daemon utime+stime per I/O in microseconds (1/CLK_TCK resolution)")
+print("tmpfs, cfs-ram, fuse-null) or raw-loop (cfs-loop); p50/p99-raw = p50 minus raw, p99 over raw;")
+print("cpu/io = the FUSE daemon's (chunkfs, fuse_null) utime+stime per I/O in microseconds")
+print("(1/CLK_TCK resolution); all/io = the whole machine's busy CPU (user, nice, system, irq,")
+print("softirq: fio, kernel, daemon) per I/O in microseconds")
 EOF
 echo "raw runs: $out; table: $table" >&2
