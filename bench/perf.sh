@@ -323,7 +323,7 @@ busy_ticks() {	# -> the machine's busy time: user nice system irq softirq
 }
 hz=$(getconf CLK_TCK)
 
-run_fio() {	# target case-fields... -> "iops MBps p50 p99 cpu_us_per_io"
+run_fio() {	# target case-fields... -> "iops MBps p50 p99 daemon_cpu machine_cpu" (us per I/O)
 	local t=$1 rw=$2 bs=$3 qd=$4 jobs=$5 layout=$6 json=$work/fio.json where
 	local c0=0 c1=0 p=${pid[$1]:-} b0 b1
 	where=$(fio_where "$t" "$layout")
