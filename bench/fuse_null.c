@@ -223,6 +223,7 @@ int main(int argc, char **argv)
 	}
 	mnt = argv[optind];
 	se = fuse_session_new(&args, &null_ops, sizeof(null_ops), NULL);
+	fuse_opt_free_args(&args); /* what libfuse added to them while parsing */
 	if (!se)
 		return 1;
 	if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mnt) != 0) {
