@@ -14,12 +14,14 @@ null=$CFS_BIN/bench/fuse_null
 mnt=$CFS_WORK/mnt
 mkdir -p "$mnt"
 
+null_mounted() { awk -v d="$mnt" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts; }
+
 null_mount() { # args...: fuse_null in the background on $mnt, unmounted at exit
 	"$null" "$@" "$mnt" >>"$CFS_WORK/null.log" 2>&1 &
 	local pid=$!
 	cfs_defer "umount '$mnt' 2>/dev/null || umount -l '$mnt'; wait $pid"
 	for _ in $(seq 100); do
-		awk -v d="$mnt" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts && return 0
+		null_mounted && return 0
 		kill -0 $pid 2>/dev/null || break
 		sleep 0.1
 	done
@@ -29,7 +31,7 @@ null_mount() { # args...: fuse_null in the background on $mnt, unmounted at exit
 null_umount() {
 	umount "$mnt"
 	for _ in $(seq 100); do
-		awk -v d="$mnt" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts || return 0
+		null_mounted || return 0
 		sleep 0.1
 	done
 	cfs_fail "fuse_null still mounted"
@@ -45,7 +47,7 @@ done
 rc=0
 "$null" -q "$mnt" >"$CFS_WORK/out" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q usage "$CFS_WORK/out" || cfs_fail "unknown option: exit $rc"
-awk -v d="$mnt" '$2 == d { exit 1 }' /proc/self/mounts || cfs_fail "mounted after a bad option"
+! null_mounted || cfs_fail "mounted after a bad option"
 
 cfs_log "-s 3m: every name is a 3 MiB file of zeros"
 null_mount -s 3m
