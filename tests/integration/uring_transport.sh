@@ -82,6 +82,71 @@ check_counts "$CFS_WORK/chunkfs-mnt.log" 100
 cfs_mount "$img" "$mnt" uring
 cmp "$CFS_WORK/src" "$mnt/s" || cfs_fail "differs after remount"
 
+# CPUs in a list like "0-2,5" (/proc/PID/task/TID/status, Cpus_allowed_list).
+expand_cpus() {
+	local part out=
+	for part in ${1//,/ }; do
+		if [[ $part == *-* ]]; then
+			out+=" $(seq -s ' ' "${part%-*}" "${part#*-}")"
+		else
+			out+=" $part"
+		fi
+	done
+	echo "$out"
+}
+
+# check_ring_loops PID LOOPS: the daemon's ring loops run on the CPUs of the
+# queues they own (queue = CPU; loop i owns the queues q with q mod LOOPS =
+# i), so exactly min(LOOPS, CPUs) threads are pinned when LOOPS > 1, each
+# to its own CPUs, none when one loop owns every queue; and each loop's ring
+# payloads (entries x (1 MiB + 4 KiB)) are advised for huge pages.
+check_ring_loops() {
+	local pid=$1 loops=$2 all t list cpu pinned=0 seen="" want regions
+	all=$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$pid/status")
+	for t in /proc/"$pid"/task/*; do
+		list=$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status")
+		[ "$list" = "$all" ] && continue
+		pinned=$((pinned + 1))
+		want=
+		for cpu in $(expand_cpus "$list"); do
+			[ -z "$want" ] && want=$((cpu % loops))
+			[ $((cpu % loops)) -eq "$want" ] ||
+				cfs_fail "thread $(basename "$t") on CPUs $list: queues of two loops"
+			[[ " $seen " == *" $cpu "* ]] && cfs_fail "CPU $cpu given to two loops"
+			seen+=" $cpu"
+		done
+	done
+	want=$(nproc)
+	[ "$loops" -lt "$want" ] && want=$loops
+	[ "$loops" -eq 1 ] && want=0
+	[ "$pinned" -eq "$want" ] ||
+		cfs_fail "$pinned threads pinned with $loops loops on $(nproc) CPUs (want $want)"
+	# The payload regions (64 entries x (1 MiB + 4 KiB) per queue, a queue
+	# per possible CPU) advised for huge pages: adjacent regions may merge
+	# into one mapping, so count kB. The loops' 32 MiB arenas are advised
+	# too, and alone stay below this.
+	[ -e /sys/kernel/mm/transparent_hugepage/enabled ] || return 0
+	want=$(($(sed -E 's/.*[-,]//' /sys/devices/system/cpu/possible) + 1))
+	want=$((want * 64 * 1028))
+	regions=$(awk '/^[0-9a-f]+-[0-9a-f]+ / {size = 0} /^Size:/ {size = $2}
+		/^VmFlags:.* hg/ {kb += size} END {print kb + 0}' "/proc/$pid/smaps")
+	[ "$regions" -ge "$want" ] ||
+		cfs_fail "$regions kB advised for huge pages (ring payloads alone: $want kB)"
+}
+
+if [ "$(nproc)" -ge 2 ]; then
+	cfs_umount "$mnt" || cfs_fail "unmount after the remount check"
+	for loops in 2 1; do
+		cfs_log "threads=$loops: ring loops on their queues' CPUs, payloads in huge pages"
+		cfs_mount "$img" "$mnt" uring,threads=$loops
+		dd if="$mnt/s" of=/dev/null bs=1M iflag=direct status=none || cfs_fail "read on the rings"
+		check_ring_loops "${_cfs_mount_pid[$(cd "$mnt" && pwd)]}" $loops
+		cmp "$CFS_WORK/src" "$mnt/s" || cfs_fail "differs (threads=$loops)"
+		cfs_umount "$mnt" || cfs_fail "unmount (threads=$loops)"
+	done
+	cfs_mount "$img" "$mnt" uring
+fi
+
 cfs_log "SIGTERM: the daemon unmounts and exits"
 kill -TERM "${_cfs_mount_pid[$(cd "$mnt" && pwd)]}"
 for ((i = 0; i < 100; i++)); do
