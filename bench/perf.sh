@@ -14,7 +14,7 @@
 #
 # usage: bench/perf.sh [-n reps] [-r seconds] [-s size] [-d dir] [-c cases]
 #                      [-t targets] [-o opts] [-B chunkfs] [-O opts] [-k]
-#                      [-R resultdir]
+#                      [-R resultdir] [-L MB/s]
 #   -n  repetitions (default 3)
 #   -r  runtime of each fio run in seconds (default 5)
 #   -s  working set per job (default 1G); raw images are 2x that, chunkfs
@@ -34,6 +34,12 @@
 #   -C, -Q  the same for a third variant, target cfsC-img
 #   -k  keep the images (the next run skips writing them)
 #   -R  directory for the CSV and the table (default bench/results)
+#   -L  a device-bound store: the block layer throttles both loop devices
+#       (raw-loop's and cfs-loop's) to this many MB/s of reads and of writes
+#       each (cgroup v1 blkio.throttle at the root; stores written first, at
+#       full speed); targets default to raw-loop,cfs-loop. Where the store
+#       is an image the host serves from its cache at memory speed, this
+#       asks what a disk of that speed would give (bench/README.md)
 #   CFS_BIN=dir in the environment: take chunkfs and mkchunkfs from dir
 #       (default build/release of this tree)
 #   -F  extra fio arguments for every run (default "--fixedbufs=1
@@ -76,6 +82,7 @@ cfsc_opts=
 cfsc_opts_set=0
 keep=0
 resdir=
+throttle_mbps=
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
@@ -84,7 +91,7 @@ fio_extra="--fixedbufs=1 --registerfiles=1 --iomem=mmaphuge"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
 
-while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:kh" opt; do
+while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:L:kh" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	r) runtime=$OPTARG ;;
@@ -100,6 +107,7 @@ while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:kh" opt; do
 	F) fio_extra=$OPTARG ;;
 	k) keep=1 ;;
 	R) resdir=$OPTARG ;;
+	L) throttle_mbps=$OPTARG ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -114,6 +122,13 @@ command -v python3 >/dev/null || die "python3 is needed to read fio's JSON"
 [ -x "$bin/chunkfs" ] && [ -x "$bin/mkchunkfs" ] || die "build first (make)"
 [ -z "$cfsb_bin" ] || [ -x "$cfsb_bin" ] || die "$cfsb_bin is not executable"
 [ -z "$cfsc_bin" ] || [ -x "$cfsc_bin" ] || die "$cfsc_bin is not executable"
+throttle_dir=/sys/fs/cgroup/blkio
+if [ -n "$throttle_mbps" ]; then
+	[[ "$throttle_mbps" =~ ^[1-9][0-9]*$ ]] || die "-L wants MB/s, a whole number (got '$throttle_mbps')"
+	[ -w "$throttle_dir/blkio.throttle.read_bps_device" ] ||
+		die "-L needs the cgroup v1 blkio controller ($throttle_dir/blkio.throttle.*)"
+	only_targets=${only_targets:-raw-loop,cfs-loop}
+fi
 
 wsb=$(numfmt --from=iec "$ws")
 quarter=$((wsb / 4))
@@ -131,11 +146,13 @@ declare -A cfs_img=([cfs-img]=$dir/cfs-perf-store1.img [cfs-loop]=$dir/cfs-perf-
 	[cfsB-img]=$dir/cfs-perf-store3.img [cfsC-img]=$dir/cfs-perf-store4.img)
 declare -A mnt=() pid=() loop_of=()
 raw_loop=
+throttled=()
 hugepages_saved=
 
 # ---- cleanup: unmount, wait for the daemons, detach, restore ----------------
 cleanup() {
 	set +e
+	for d in "${throttled[@]}"; do throttle "$d" 0; done
 	for t in "${!mnt[@]}"; do
 		if mountpoint -q "${mnt[$t]}"; then
 			umount "${mnt[$t]}" 2>/dev/null || umount -l "${mnt[$t]}"
@@ -278,6 +295,22 @@ if [[ "$fio_extra" == *mmaphuge* ]]; then
 	fi
 fi
 
+# ---- a device-bound store (-L) ------------------------------------------------
+throttle() {	# device MB/s (0: none) -> reads and writes of the device limited
+	local mm
+	mm=$(lsblk -ndo MAJ:MIN "$1" | tr -d ' ')
+	echo "$mm $(($2 * 1000000))" >"$throttle_dir/blkio.throttle.read_bps_device"
+	echo "$mm $(($2 * 1000000))" >"$throttle_dir/blkio.throttle.write_bps_device"
+}
+if [ -n "$throttle_mbps" ]; then
+	for d in "$raw_loop" "${loop_of[cfs-loop]:-}"; do
+		[ -n "$d" ] || continue
+		throttled+=("$d")
+		throttle "$d" "$throttle_mbps"
+	done
+	[ ${#throttled[@]} -gt 0 ] || die "-L throttles loop devices: select raw-loop or cfs-loop"
+fi
+
 # name rw bs qd jobs layout (layout: 1j = own 1 ws file/region per job,
 # one = regions of a quarter in one file, spread = a quarter-size file per job)
 cases=(
@@ -357,6 +390,7 @@ git -C "$root" diff --quiet HEAD -- fs iopath 2>/dev/null || rev="$rev+dirty(fs,
 {
 	echo "# perf.sh $stamp: kernel $(uname -r), $(nproc) cpus ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(fio --version), git $rev"
 	echo "# store dir $dir ($(df -T "$dir" | awk 'NR==2 { print $2 " on " $1 }')), working set $ws per job, runtime ${runtime}s, reps $reps"
+	[ -z "$throttle_mbps" ] || echo "# loop devices throttled to $throttle_mbps MB/s each way (blkio.throttle)"
 	echo "# fio extra: ${fio_extra:-none}; chunkfs -o ${cfs_opts:-(defaults)}; cfsB: ${cfsb_bin:-same binary} -o ${cfsb_opts:-(defaults)}; cfsC: ${cfsc_bin:-same binary} -o ${cfsc_opts:-(defaults)}"
 	echo "target,case,rep,iops,MBps,lat_p50_us,lat_p99_us,daemon_cpu_us_per_io,machine_cpu_us_per_io"
 } >"$out"
