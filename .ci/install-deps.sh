@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="
-build-essential pkg-config make gcc clang
+build-essential pkg-config make gcc clang clang-format
 libfuse3-dev fuse3 liburing-dev libxxhash-dev libblkid-dev
 libcriterion-dev
 util-linux mount procps python3 e2fsprogs xfsprogs attr fio

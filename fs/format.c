@@ -23,7 +23,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define XXH_STATIC_LINKING_ONLY	/* XXH3_state_t on the stack: no malloc per record */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no malloc per record */
 #include <xxhash.h>
 
 #include "fs/format.h"
@@ -40,10 +40,10 @@ __attribute__((noreturn, cold)) static void format_assert_fail(const char *expr,
 	abort();
 }
 
-#define CFS_ASSERT(expr)						\
-	do {								\
-		if (__builtin_expect(!(expr), 0))			\
-			format_assert_fail(#expr, __FILE__, __LINE__, __func__); \
+#define CFS_ASSERT(expr)                                                                           \
+	do {                                                                                       \
+		if (__builtin_expect(!(expr), 0))                                                  \
+			format_assert_fail(#expr, __FILE__, __LINE__, __func__);                   \
 	} while (0)
 
 static int fail(const char **why, const char *reason, int err)
@@ -68,11 +68,13 @@ static uint64_t round_up(uint64_t v, uint64_t align)
 static int validate_sectors(uint32_t logical, uint32_t physical, const char **why, int err)
 {
 	if (!is_pow2(logical) || logical < CFS_SECTOR_MIN || logical > CFS_SECTOR_MAX)
-		return fail(why, "logical sector size must be a power of two from 512 to 65536", err);
-	if (!is_pow2(physical) || physical < logical || physical > CFS_SECTOR_MAX)
-		return fail(why,
-			    "physical sector size must be a power of two, at least the logical sector size, at most 65536",
+		return fail(why, "logical sector size must be a power of two from 512 to 65536",
 			    err);
+	if (!is_pow2(physical) || physical < logical || physical > CFS_SECTOR_MAX)
+		return fail(
+			why,
+			"physical sector size must be a power of two, at least the logical sector size, at most 65536",
+			err);
 	return 0;
 }
 
@@ -126,7 +128,8 @@ static int validate_geometry(const struct cfs_sb *sb, const char **why)
 		return fail(why, "data offset not aligned to the allocation unit", -EUCLEAN);
 	if (sb->data_unit_count == 0)
 		return fail(why, "data region has no allocation unit", -EUCLEAN);
-	if (sb->data_unit_count > UINT64_MAX / au || sb->data_size_bytes != sb->data_unit_count * au)
+	if (sb->data_unit_count > UINT64_MAX / au ||
+	    sb->data_size_bytes != sb->data_unit_count * au)
 		return fail(why, "data size is not unit count times allocation unit", -EUCLEAN);
 	if (sb->data_offset_bytes > sb->store_size_bytes ||
 	    sb->data_size_bytes > sb->store_size_bytes - sb->data_offset_bytes)
@@ -212,9 +215,10 @@ int cfs_sb_layout(struct cfs_sb *sb, uint64_t store_size_bytes, uint32_t block_s
 	meta_offset = round_up(CFS_SB_AREA_BYTES, au);
 	data_offset = meta_offset + meta_size_bytes;
 	if (data_offset > store_size_bytes || store_size_bytes - data_offset < au)
-		return fail(why,
-			    "store too small for the superblocks, the metadata region and one allocation unit",
-			    -EINVAL);
+		return fail(
+			why,
+			"store too small for the superblocks, the metadata region and one allocation unit",
+			-EINVAL);
 
 	sb->block_size_bytes = block_size_bytes;
 	sb->alloc_unit_bytes = alloc_unit_bytes;
@@ -339,7 +343,8 @@ static int sb_decode(const void *block, struct cfs_sb *sb, const char **why, boo
 	if (s.version != CFS_FORMAT_VERSION)
 		return fail(why, "unsupported chunkfs format version", -EOPNOTSUPP);
 	if (s.incompat & ~CFS_FEAT_INCOMPAT_SUPPORTED)
-		return fail(why, "unsupported incompatible features (a newer chunkfs wrote this store)",
+		return fail(why,
+			    "unsupported incompatible features (a newer chunkfs wrote this store)",
 			    -EOPNOTSUPP);
 	ret = cfs_sb_validate(&s, why);
 	if (ret)
@@ -362,7 +367,7 @@ int cfs_sb_decode(const void *block, struct cfs_sb *sb, const char **why)
 int cfs_sb_pick(const void *slot0, const void *slot1, struct cfs_sb *out, int *slot,
 		const char **why)
 {
-	const void *blocks[CFS_SB_SLOTS] = { slot0, slot1 };
+	const void *blocks[CFS_SB_SLOTS] = {slot0, slot1};
 	struct cfs_sb sb[CFS_SB_SLOTS];
 	const char *reason[CFS_SB_SLOTS];
 	bool cand[CFS_SB_SLOTS];
@@ -382,15 +387,17 @@ int cfs_sb_pick(const void *slot0, const void *slot1, struct cfs_sb *out, int *s
 
 	if (!cand[0] && !cand[1]) {
 		if (ret[0] == -EINVAL && ret[1] == -EINVAL)
-			return fail(why, "no chunkfs superblock in either slot (bad magic)", -EINVAL);
+			return fail(why, "no chunkfs superblock in either slot (bad magic)",
+				    -EINVAL);
 		/* Report the copy that at least had our magic. */
 		s = ret[0] != -EINVAL ? 0 : 1;
 		return fail(why, reason[s], ret[s]);
 	}
 	if (cand[0] && cand[1] && memcmp(sb[0].uuid, sb[1].uuid, CFS_UUID_BYTES) != 0)
-		return fail(why,
-			    "the two superblock copies belong to different filesystems (interrupted mkchunkfs?)",
-			    -EUCLEAN);
+		return fail(
+			why,
+			"the two superblock copies belong to different filesystems (interrupted mkchunkfs?)",
+			-EUCLEAN);
 
 	if (cand[0] && cand[1])
 		newest = sb[1].generation > sb[0].generation ? 1 : 0;
@@ -426,13 +433,15 @@ int cfs_sb_check_mountable(const struct cfs_sb *sb, const char **why)
 	int ret;
 
 	if (sb->flags & CFS_SB_INPROGRESS)
-		return fail(why,
-			    "mkchunkfs was interrupted before it finished (mkfs-in-progress flag set): run mkchunkfs again",
-			    -EUCLEAN);
+		return fail(
+			why,
+			"mkchunkfs was interrupted before it finished (mkfs-in-progress flag set): run mkchunkfs again",
+			-EUCLEAN);
 	if (sb->version != CFS_FORMAT_VERSION)
 		return fail(why, "unsupported chunkfs format version", -EOPNOTSUPP);
 	if (sb->incompat & ~CFS_FEAT_INCOMPAT_SUPPORTED)
-		return fail(why, "unsupported incompatible features (a newer chunkfs wrote this store)",
+		return fail(why,
+			    "unsupported incompatible features (a newer chunkfs wrote this store)",
 			    -EOPNOTSUPP);
 	ret = cfs_sb_validate(sb, why);
 	if (ret)
@@ -511,7 +520,8 @@ static void print_flags(FILE *f, uint64_t flags)
 		first = false;
 	}
 	if (flags & ~CFS_SB_FLAGS_KNOWN)
-		fprintf(f, "%s0x%" PRIx64, first ? "" : ",", (uint64_t)(flags & ~CFS_SB_FLAGS_KNOWN));
+		fprintf(f, "%s0x%" PRIx64, first ? "" : ",",
+			(uint64_t)(flags & ~CFS_SB_FLAGS_KNOWN));
 }
 
 void cfs_sb_print(FILE *f, const struct cfs_sb *sb)
@@ -528,8 +538,7 @@ void cfs_sb_print(FILE *f, const struct cfs_sb *sb)
 	fprintf(f, "format version:  %" PRIu32 "\n", sb->version);
 	fprintf(f, "store size:      %" PRIu64 " bytes (%s)\n", sb->store_size_bytes,
 		cfs_size_format(sb->store_size_bytes, h1));
-	fprintf(f, "block size:      %" PRIu32 " bytes, %" PRIu64 " blocks\n",
-		sb->block_size_bytes,
+	fprintf(f, "block size:      %" PRIu32 " bytes, %" PRIu64 " blocks\n", sb->block_size_bytes,
 		sb->block_size_bytes ? sb->store_size_bytes / sb->block_size_bytes : 0);
 	fprintf(f, "sectors:         logical %" PRIu32 " bytes, physical %" PRIu32 " bytes\n",
 		sb->logical_sector_bytes, sb->physical_sector_bytes);
@@ -539,16 +548,20 @@ void cfs_sb_print(FILE *f, const struct cfs_sb *sb)
 		cfs_size_format(sb->alloc_unit_bytes, h1));
 	fprintf(f, "superblocks:     offsets 0 and %u, %u bytes each\n", CFS_SB_BLOCK_BYTES,
 		CFS_SB_BLOCK_BYTES);
-	fprintf(f, "metadata:        offset %" PRIu64 ", size %" PRIu64 " bytes (%s), 2 halves of %s\n",
+	fprintf(f,
+		"metadata:        offset %" PRIu64 ", size %" PRIu64
+		" bytes (%s), 2 halves of %s\n",
 		sb->meta_offset_bytes, sb->meta_size_bytes,
 		cfs_size_format(sb->meta_size_bytes, h1), cfs_size_format(half, h2));
 	fprintf(f, "active half:     %c, snapshot %" PRIu64 " bytes, log from seq %" PRIu64 "\n",
 		sb->meta_active_half ? 'B' : 'A', sb->meta_snap_length_bytes, sb->log_seq_start);
-	fprintf(f, "data:            offset %" PRIu64 ", size %" PRIu64 " bytes (%s), %" PRIu64
+	fprintf(f,
+		"data:            offset %" PRIu64 ", size %" PRIu64 " bytes (%s), %" PRIu64
 		" units\n",
 		sb->data_offset_bytes, sb->data_size_bytes,
 		cfs_size_format(sb->data_size_bytes, h1), sb->data_unit_count);
-	fprintf(f, "features:        compat 0x%" PRIx64 ", ro_compat 0x%" PRIx64
+	fprintf(f,
+		"features:        compat 0x%" PRIx64 ", ro_compat 0x%" PRIx64
 		", incompat 0x%" PRIx64 "\n",
 		sb->compat, sb->ro_compat, sb->incompat);
 	fputs("flags:           ", f);
@@ -619,8 +632,8 @@ int cfs_log_record_encode(void *buf, size_t buf_size_bytes, uint16_t type, uint1
 	return (int)record_bytes;
 }
 
-int cfs_log_record_decode(const void *buf, size_t avail_bytes, uint64_t expected_seq,
-			  uint64_t seed, struct cfs_log_record *out, const char **why)
+int cfs_log_record_decode(const void *buf, size_t avail_bytes, uint64_t expected_seq, uint64_t seed,
+			  struct cfs_log_record *out, const char **why)
 {
 	const uint8_t *p = buf;
 	struct cfs_dlog_header h;
@@ -665,7 +678,8 @@ int cfs_log_walk(const void *buf, size_t length_bytes, uint64_t first_seq, uint6
 	uint64_t seq = first_seq, count = 0;
 	int ret = 0;
 
-	while (cfs_log_record_decode(p + offset, length_bytes - offset, seq, seed, &rec, &why) == 0) {
+	while (cfs_log_record_decode(p + offset, length_bytes - offset, seq, seed, &rec, &why) ==
+	       0) {
 		if (fn) {
 			ret = fn(&rec, arg);
 			if (ret) {
@@ -754,7 +768,8 @@ int cfs_snap_decode(const void *buf, size_t avail_bytes, uint64_t seed, struct c
 
 	version = le32toh(h.version);
 	if (version > CFS_SNAP_VERSION)
-		return fail(why, "unsupported snapshot version (a newer chunkfs wrote it)", -EOPNOTSUPP);
+		return fail(why, "unsupported snapshot version (a newer chunkfs wrote it)",
+			    -EOPNOTSUPP);
 	if (version != CFS_SNAP_VERSION)
 		return fail(why, "bad snapshot version", -EUCLEAN);
 	if (h.reserved[0] || h.reserved[1] || h.reserved[2])
@@ -820,8 +835,8 @@ int cfs_uuid_generate(uint8_t uuid[CFS_UUID_BYTES])
 			return n < 0 ? -errno : -EIO;
 		done += (size_t)n;
 	}
-	uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40);	/* version 4: random */
-	uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80);	/* RFC 4122 variant */
+	uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40); /* version 4: random */
+	uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80); /* RFC 4122 variant */
 	return 0;
 }
 
@@ -906,14 +921,33 @@ int cfs_parse_size(const char *s, uint64_t *out_bytes)
 			return -ERANGE;
 		v = v * 10 + d;
 	}
+	/* one suffix per line */
+	/* clang-format off */
 	switch (*p) {
-	case 'k': case 'K': shift = 10; break;
-	case 'm': case 'M': shift = 20; break;
-	case 'g': case 'G': shift = 30; break;
-	case 't': case 'T': shift = 40; break;
-	case 'p': case 'P': shift = 50; break;
-	default: break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		break;
+	case 'p':
+	case 'P':
+		shift = 50;
+		break;
+	default:
+		break;
 	}
+	/* clang-format on */
 	if (shift) {
 		p++;
 		if (p[0] == 'i' && p[1] == 'B')
@@ -933,7 +967,7 @@ int cfs_parse_size(const char *s, uint64_t *out_bytes)
 
 char *cfs_size_format(uint64_t bytes, char buf[CFS_SIZE_STR_BYTES])
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	unsigned int u = 0, shift;
 	uint64_t whole, rem, mask;
 	unsigned int d1, d2;

@@ -32,6 +32,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The format's constants, structures and size checks are aligned by hand as
+ * tables, to be read against fs/FORMAT.md. */
+/* clang-format off */
+
 /* ---- constants: superblock --------------------------------------------- */
 
 #define CFS_SB_MAGIC		0x2153464b4e554843ull	/* "CHUNKFS!" in LE bytes */
@@ -481,5 +485,7 @@ int cfs_parse_size(const char *s, uint64_t *out_bytes);
  */
 #define CFS_SIZE_STR_BYTES	32u
 char *cfs_size_format(uint64_t bytes, char buf[CFS_SIZE_STR_BYTES]);
+
+/* clang-format on */
 
 #endif /* CFS_FORMAT_H */

@@ -12,6 +12,10 @@
 
 #include <stddef.h>
 
+/* The format's constants, structures and size checks are aligned by hand as
+ * tables, to be read against fs/FORMAT.md. */
+/* clang-format off */
+
 #include "fs/format.h"
 
 #define CFS_CHECK_SIZE(type, size)					\
@@ -92,5 +96,7 @@ _Static_assert(CFS_META_MIN_BYTES <= CFS_META_DEFAULT_MAX_BYTES &&
 _Static_assert(CFS_STORE_MIN_BYTES >= CFS_SB_AREA_BYTES + CFS_META_MIN_BYTES,
 	       "a minimum store holds superblocks and minimum metadata");
 _Static_assert(CFS_LABEL_BYTES == 64 && CFS_UUID_BYTES == 16, "label and uuid field sizes");
+
+/* clang-format on */
 
 #endif /* CFS_FORMAT_CHECK_H */

@@ -1150,9 +1150,9 @@ void cfs_journal_throttle(struct cfs_fs *fs)
 	pthread_mutex_lock(&j->lock);
 	/* Bounded: each pass waits for one commit, which empties the tail
 	 * (and snapshots if the metadata region may be full). */
-	for (int pass = 0; pass < 100 && j->running && !cfs_fs_is_readonly(fs) &&
-			   (atomic_load(&j->pending_approx) >= CFS_TAIL_LIMIT_BYTES ||
-			    meta_unsettled(j));
+	for (int pass = 0;
+	     pass < 100 && j->running && !cfs_fs_is_readonly(fs) &&
+	     (atomic_load(&j->pending_approx) >= CFS_TAIL_LIMIT_BYTES || meta_unsettled(j));
 	     pass++) {
 		uint64_t seen = j->commits_done;
 

@@ -2984,7 +2984,8 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 		if (list[i]->nlink != 0 || list[i]->ino == CFS_ROOT_INO || fs->mounted_ro)
 			continue;
 		if (named[i]) {
-			cfs_fs_log(fs, "inode %llu has no links but is named: kept (run fsck.chunkfs)",
+			cfs_fs_log(fs,
+				   "inode %llu has no links but is named: kept (run fsck.chunkfs)",
 				   (unsigned long long)list[i]->ino);
 			continue;
 		}
