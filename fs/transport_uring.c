@@ -45,7 +45,9 @@
 /* Room before the payload for fuse_in_header + the largest op struct, a
  * whole page so the payload stays page aligned (O_DIRECT without a copy). */
 #define HEADROOM_BYTES 4096u
-#define UNIQUE_SLOTS 4096u /* power of two, well above every entry of every queue */
+/* The unique -> entry table has at least twice as many slots as there are
+ * entries (a request in flight holds one), and at least this many. */
+#define UNIQUE_SLOTS_MIN_BITS 12u
 #define SLOT_EMPTY 0ull
 #define SLOT_TOMB UINT64_MAX
 #define SLOT_CLAIMED (UINT64_MAX - 1)
@@ -92,8 +94,9 @@ static struct {
 	unsigned queues;
 	size_t payload_bytes;
 	struct cfs_uring_loop *loops;
-	_Atomic uint64_t keys[UNIQUE_SLOTS];
-	struct ent *vals[UNIQUE_SLOTS];
+	_Atomic uint64_t *keys; /* 1 << slot_bits of each, sized at setup */
+	struct ent **vals;
+	unsigned slot_bits;
 	uint64_t init_unique; /* the INIT request seen by the read hook */
 	bool init_offered;    /* the kernel's INIT carried FUSE_OVER_IO_URING */
 	atomic_bool negotiated;
@@ -107,14 +110,14 @@ static __thread struct ent *tls_cur; /* the ring request libfuse is handling */
 
 static inline unsigned slot_of(uint64_t unique)
 {
-	return (unsigned)((unique >> 1) * 0x9E3779B97F4A7C15ull >> 52) & (UNIQUE_SLOTS - 1);
+	return (unsigned)((unique >> 1) * 0x9E3779B97F4A7C15ull >> (64 - T.slot_bits));
 }
 
 static void unique_insert(uint64_t unique, struct ent *e)
 {
-	unsigned s = slot_of(unique);
+	unsigned slots = 1u << T.slot_bits, s = slot_of(unique);
 
-	for (unsigned i = 0; i < UNIQUE_SLOTS; i++, s = (s + 1) & (UNIQUE_SLOTS - 1)) {
+	for (unsigned i = 0; i < slots; i++, s = (s + 1) & (slots - 1)) {
 		uint64_t k = atomic_load_explicit(&T.keys[s], memory_order_relaxed);
 
 		if ((k == SLOT_EMPTY || k == SLOT_TOMB) &&
@@ -124,16 +127,16 @@ static void unique_insert(uint64_t unique, struct ent *e)
 			return;
 		}
 	}
-	/* More uniques in flight than slots: impossible (entries are fewer). */
+	/* More uniques in flight than slots: impossible (entries are half). */
 	abort();
 }
 
 /* Find and remove; NULL for a request that did not come from a ring. */
 static struct ent *unique_take(uint64_t unique)
 {
-	unsigned s = slot_of(unique);
+	unsigned slots = 1u << T.slot_bits, s = slot_of(unique);
 
-	for (unsigned i = 0; i < UNIQUE_SLOTS; i++, s = (s + 1) & (UNIQUE_SLOTS - 1)) {
+	for (unsigned i = 0; i < slots; i++, s = (s + 1) & (slots - 1)) {
 		uint64_t k = atomic_load_explicit(&T.keys[s], memory_order_acquire);
 
 		if (k == unique) {
@@ -236,7 +239,8 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 	(void)userdata;
 	init = out->unique && out->unique == T.init_unique;
-	e = (out->unique && !init) ? unique_take(out->unique) : NULL;
+	/* After teardown (replies made while the daemon closes) none is a ring's. */
+	e = (T.keys && out->unique && !init) ? unique_take(out->unique) : NULL;
 	if (!e) {
 		if (init)
 			init_reply(iov, count);
@@ -377,6 +381,22 @@ static int loop_alloc(struct cfs_uring_loop *u, unsigned index)
 	return 0;
 }
 
+/* Sized from the entries of every loop: a machine with many possible CPUs
+ * has a queue, and entries, per CPU (64 queues x 64 entries = 4096). */
+static int unique_table_alloc(void)
+{
+	size_t entries = 0;
+
+	for (unsigned i = 0; i < T.loop_count; i++)
+		entries += T.loops[i].nents;
+	T.slot_bits = UNIQUE_SLOTS_MIN_BITS;
+	while ((1ull << T.slot_bits) < 2 * entries)
+		T.slot_bits++;
+	T.keys = calloc(1ull << T.slot_bits, sizeof(*T.keys)); /* all SLOT_EMPTY */
+	T.vals = calloc(1ull << T.slot_bits, sizeof(*T.vals));
+	return T.keys && T.vals ? 0 : -ENOMEM;
+}
+
 int cfs_uring_setup(struct fuse_session *se, unsigned loop_count)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_CONF);
@@ -411,6 +431,9 @@ int cfs_uring_setup(struct fuse_session *se, unsigned loop_count)
 		if (ret)
 			goto fail;
 	}
+	ret = unique_table_alloc();
+	if (ret)
+		goto fail;
 	ret = fuse_session_custom_io(se, &hooks, T.fd);
 	if (ret)
 		goto fail;
@@ -431,6 +454,10 @@ void cfs_uring_teardown(void)
 	}
 	free(T.loops);
 	T.loops = NULL;
+	free((void *)T.keys);
+	free(T.vals);
+	T.keys = NULL;
+	T.vals = NULL;
 }
 
 void cfs_uring_counts(struct cfs_uring_counts *c)
