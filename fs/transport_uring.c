@@ -40,17 +40,12 @@
 #include "fs/data.h"
 #include "fs/killpriv.h"
 #include "fs/transport_uring.h"
+#include "fs/unique_map.h"
 
 #define ENTRIES_PER_QUEUE 64u
 /* Room before the payload for fuse_in_header + the largest op struct, a
  * whole page so the payload stays page aligned (O_DIRECT without a copy). */
 #define HEADROOM_BYTES 4096u
-/* The unique -> entry table has at least twice as many slots as there are
- * entries (a request in flight holds one), and at least this many. */
-#define UNIQUE_SLOTS_MIN_BITS 12u
-#define SLOT_EMPTY 0ull
-#define SLOT_TOMB UINT64_MAX
-#define SLOT_CLAIMED (UINT64_MAX - 1)
 #define ENABLE_PARAM "/sys/module/fuse/parameters/enable_uring"
 
 _Static_assert(sizeof(struct fuse_in_header) + CFS_FUSE_URING_OP_IN_OUT_SZ <= HEADROOM_BYTES,
@@ -94,62 +89,15 @@ static struct {
 	unsigned queues;
 	size_t payload_bytes;
 	struct cfs_uring_loop *loops;
-	_Atomic uint64_t *keys; /* 1 << slot_bits of each, sized at setup */
-	struct ent **vals;
-	unsigned slot_bits;
-	uint64_t init_unique; /* the INIT request seen by the read hook */
-	bool init_offered;    /* the kernel's INIT carried FUSE_OVER_IO_URING */
+	struct cfs_unique_map uniques; /* request -> entry, while libfuse has it */
+	uint64_t init_unique;	       /* the INIT request seen by the read hook */
+	bool init_offered;	       /* the kernel's INIT carried FUSE_OVER_IO_URING */
 	atomic_bool negotiated;
 	uint64_t exited_ring_requests, exited_dev_reads;
 } T = {.fd = -1};
 
 static __thread struct cfs_uring_loop *tls_u;
 static __thread struct ent *tls_cur; /* the ring request libfuse is handling */
-
-/* ---- unique -> entry -------------------------------------------------------------- */
-
-static inline unsigned slot_of(uint64_t unique)
-{
-	return (unsigned)((unique >> 1) * 0x9E3779B97F4A7C15ull >> (64 - T.slot_bits));
-}
-
-static void unique_insert(uint64_t unique, struct ent *e)
-{
-	unsigned slots = 1u << T.slot_bits, s = slot_of(unique);
-
-	for (unsigned i = 0; i < slots; i++, s = (s + 1) & (slots - 1)) {
-		uint64_t k = atomic_load_explicit(&T.keys[s], memory_order_relaxed);
-
-		if ((k == SLOT_EMPTY || k == SLOT_TOMB) &&
-		    atomic_compare_exchange_strong(&T.keys[s], &k, SLOT_CLAIMED)) {
-			T.vals[s] = e;
-			atomic_store_explicit(&T.keys[s], unique, memory_order_release);
-			return;
-		}
-	}
-	/* More uniques in flight than slots: impossible (entries are half). */
-	abort();
-}
-
-/* Find and remove; NULL for a request that did not come from a ring. */
-static struct ent *unique_take(uint64_t unique)
-{
-	unsigned slots = 1u << T.slot_bits, s = slot_of(unique);
-
-	for (unsigned i = 0; i < slots; i++, s = (s + 1) & (slots - 1)) {
-		uint64_t k = atomic_load_explicit(&T.keys[s], memory_order_acquire);
-
-		if (k == unique) {
-			struct ent *e = T.vals[s];
-
-			atomic_store_explicit(&T.keys[s], SLOT_TOMB, memory_order_release);
-			return e;
-		}
-		if (k == SLOT_EMPTY)
-			return NULL;
-	}
-	return NULL;
-}
 
 /* ---- SQEs --------------------------------------------------------------------------- */
 
@@ -239,8 +187,10 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 	(void)userdata;
 	init = out->unique && out->unique == T.init_unique;
-	/* After teardown (replies made while the daemon closes) none is a ring's. */
-	e = (T.keys && out->unique && !init) ? unique_take(out->unique) : NULL;
+	/* NULL: a /dev/fuse request, or a reply made after teardown (while the
+	 * daemon closes), when no ring is left. */
+	e = (T.uniques.keys && out->unique && !init) ? cfs_unique_map_take(&T.uniques, out->unique)
+						     : NULL;
 	if (!e) {
 		if (init)
 			init_reply(iov, count);
@@ -381,20 +331,13 @@ static int loop_alloc(struct cfs_uring_loop *u, unsigned index)
 	return 0;
 }
 
-/* Sized from the entries of every loop: a machine with many possible CPUs
- * has a queue, and entries, per CPU (64 queues x 64 entries = 4096). */
-static int unique_table_alloc(void)
+static size_t entries_total(void)
 {
-	size_t entries = 0;
+	size_t n = 0;
 
 	for (unsigned i = 0; i < T.loop_count; i++)
-		entries += T.loops[i].nents;
-	T.slot_bits = UNIQUE_SLOTS_MIN_BITS;
-	while ((1ull << T.slot_bits) < 2 * entries)
-		T.slot_bits++;
-	T.keys = calloc(1ull << T.slot_bits, sizeof(*T.keys)); /* all SLOT_EMPTY */
-	T.vals = calloc(1ull << T.slot_bits, sizeof(*T.vals));
-	return T.keys && T.vals ? 0 : -ENOMEM;
+		n += T.loops[i].nents;
+	return n;
 }
 
 int cfs_uring_setup(struct fuse_session *se, unsigned loop_count)
@@ -431,7 +374,9 @@ int cfs_uring_setup(struct fuse_session *se, unsigned loop_count)
 		if (ret)
 			goto fail;
 	}
-	ret = unique_table_alloc();
+	/* A queue, and entries, per possible CPU: 64 x 64 on a machine with 64
+	 * (a fixed table of 4096 slots would have been full). */
+	ret = cfs_unique_map_init(&T.uniques, entries_total());
 	if (ret)
 		goto fail;
 	ret = fuse_session_custom_io(se, &hooks, T.fd);
@@ -454,10 +399,7 @@ void cfs_uring_teardown(void)
 	}
 	free(T.loops);
 	T.loops = NULL;
-	free((void *)T.keys);
-	free(T.vals);
-	T.keys = NULL;
-	T.vals = NULL;
+	cfs_unique_map_destroy(&T.uniques);
 }
 
 void cfs_uring_counts(struct cfs_uring_counts *c)
@@ -590,7 +532,7 @@ static void dispatch(struct cfs_uring_loop *u, struct ent *e)
 	buf.mem = msg;
 	buf.size = in->len;
 	u->ring_requests++;
-	unique_insert(e->unique, e);
+	cfs_unique_map_insert(&T.uniques, e->unique, e);
 	tls_cur = e;
 	cfs_killpriv_note(buf.mem, buf.size);
 	fuse_session_process_buf(T.se, &buf);
