@@ -12,7 +12,9 @@
  *   - after every batch of requests and every wakeup, cfs_loop_work(): it
  *     submits what was queued, reaps completions without waiting, finishes
  *     requests other threads completed for us, and retries requests that
- *     found the queue or the bounce pool full;
+ *     found the queue or the bounce pool full; after a large READ reply it
+ *     may return with replies still waiting, and cfs_loop_poll_timeout_ms()
+ *     is then 0: the loop receives what came in and calls it again;
  *   - cfs_loop_idle(): nothing of this loop is in flight (exit may proceed).
  *
  * The handlers reply to the FUSE request themselves, now or from a
