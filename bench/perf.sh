@@ -32,6 +32,10 @@
 #   -O  chunkfs -o options for cfsB-img (default: those of -o); with -O and
 #       no -B, cfsB-img runs the same binary with other options
 #   -C, -Q  the same for a third variant, target cfsC-img
+#   -S  swap the stores of cfs-img and cfsB-img at every repetition (both
+#       remounted, not rewritten): where an image lies decides its speed
+#       (up to ~20% at 1 MiB between two images of one run, bench/README.md),
+#       so an A/B of two daemons should run each on both; use an even -n
 #   -k  keep the images (the next run skips writing them)
 #   -R  directory for the CSV and the table (default bench/results)
 #   -L  a device-bound store: the block layer throttles both loop devices
@@ -83,6 +87,7 @@ cfsc_opts_set=0
 keep=0
 resdir=
 throttle_mbps=
+swap_stores=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
@@ -91,7 +96,7 @@ fio_extra="--fixedbufs=1 --registerfiles=1 --iomem=mmaphuge"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
 
-while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:L:kh" opt; do
+while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:L:Skh" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	r) runtime=$OPTARG ;;
@@ -108,6 +113,7 @@ while getopts "n:r:s:d:c:t:o:B:O:C:Q:F:R:L:kh" opt; do
 	k) keep=1 ;;
 	R) resdir=$OPTARG ;;
 	L) throttle_mbps=$OPTARG ;;
+	S) swap_stores=1 ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -192,6 +198,8 @@ if [ -n "$cfsc_bin" ] || [ "$cfsc_opts_set" = 1 ]; then
 fi
 [ ${#targets[@]} -gt 0 ] || die "no target selected"
 has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
+[ "$swap_stores" = 0 ] || { has cfs-img && has cfsB-img; } ||
+	die "-S swaps the stores of cfs-img and cfsB-img: run both targets (cfsB-img needs -B or -O)"
 
 # the files the selected cases use (name:bytes): c1 only for two jobs, m0..m3
 # only for mw-spread; writing the others would only cost time
@@ -230,19 +238,21 @@ if has ext4; then
 fi
 
 # ---- chunkfs: a fresh store each run, files preallocated and written --------
-mount_cfs() {	# target
-	local t=$1 img=${cfs_img[$1]:-} src m exe=$bin/chunkfs opts=$cfs_opts log
+mount_cfs() {	# target [reuse: mount the store as it is]
+	local t=$1 reuse=${2:-} img=${cfs_img[$1]:-} src m exe=$bin/chunkfs opts=$cfs_opts log
 	[ "$t" = cfsB-img ] && { exe=${cfsb_bin:-$bin/chunkfs}; opts=$cfsb_opts; }
 	[ "$t" = cfsC-img ] && { exe=${cfsc_bin:-$bin/chunkfs}; opts=$cfsc_opts; }
 	if [ "$t" = cfs-ram ]; then
 		src=ram
 		opts="ram,size=$cfs_bytes${opts:+,$opts}"
 	else
-		if [ ! -f "$img" ] || [ "$(stat -c %s "$img")" != "$cfs_bytes" ]; then
-			rm -f "$img"
-			echo "writing chunkfs store $img ..." >&2
+		if [ -z "$reuse" ]; then
+			if [ ! -f "$img" ] || [ "$(stat -c %s "$img")" != "$cfs_bytes" ]; then
+				rm -f "$img"
+				echo "writing chunkfs store $img ..." >&2
+			fi
+			"$bin/mkchunkfs" -q -f -s "$cfs_bytes" "$img" >/dev/null
 		fi
-		"$bin/mkchunkfs" -q -f -s "$cfs_bytes" "$img" >/dev/null
 		src=$img
 	fi
 	if [ "$t" = cfs-loop ]; then
@@ -256,7 +266,16 @@ mount_cfs() {	# target
 	"$exe" -f "$src" "$m" ${opts:+-o "$opts"} >"$log" 2>&1 &
 	pid[$t]=$!
 	bench_wait_mount "$m" "${pid[$t]}" "$log" 20 || die "chunkfs $t did not mount"
-	fill_files "$m"
+	[ -n "$reuse" ] || fill_files "$m"
+}
+swap_cfs_stores() {	# cfs-img and cfsB-img trade stores (-S)
+	local img
+	for t in cfs-img cfsB-img; do bench_umount "${mnt[$t]}" "${pid[$t]}"; done
+	img=${cfs_img[cfs-img]}
+	cfs_img[cfs-img]=${cfs_img[cfsB-img]}
+	cfs_img[cfsB-img]=$img
+	for t in cfs-img cfsB-img; do mount_cfs "$t" reuse; done
+	echo "  stores: cfs-img on ${cfs_img[cfs-img]##*/}, cfsB-img on ${cfs_img[cfsB-img]##*/}" >&2
 }
 fill_files() {	# dir: the fio files, preallocated and written in full
 	for f in "${fio_files[@]}"; do
@@ -391,6 +410,7 @@ git -C "$root" diff --quiet HEAD -- fs iopath 2>/dev/null || rev="$rev+dirty(fs,
 	echo "# perf.sh $stamp: kernel $(uname -r), $(nproc) cpus ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(fio --version), git $rev"
 	echo "# store dir $dir ($(df -T "$dir" | awk 'NR==2 { print $2 " on " $1 }')), working set $ws per job, runtime ${runtime}s, reps $reps"
 	[ -z "$throttle_mbps" ] || echo "# loop devices throttled to $throttle_mbps MB/s each way (blkio.throttle)"
+	[ "$swap_stores" = 0 ] || echo "# stores of cfs-img and cfsB-img swapped at every repetition (-S)"
 	echo "# fio extra: ${fio_extra:-none}; chunkfs -o ${cfs_opts:-(defaults)}; cfsB: ${cfsb_bin:-same binary} -o ${cfsb_opts:-(defaults)}; cfsC: ${cfsc_bin:-same binary} -o ${cfsc_opts:-(defaults)}"
 	echo "target,case,rep,iops,MBps,lat_p50_us,lat_p99_us,daemon_cpu_us_per_io,machine_cpu_us_per_io"
 } >"$out"
@@ -399,6 +419,7 @@ for c in "${cases[@]}"; do
 	read -r name rw bs qd jobs layout <<<"$c"
 	want_case "$name" || continue
 	for rep in $(seq 1 "$reps"); do
+		[ "$swap_stores" = 0 ] || [ "$rep" = 1 ] || swap_cfs_stores
 		# rotate the order of the targets from one repetition to the next
 		order=("${targets[@]:$(((rep - 1) % ${#targets[@]}))}" "${targets[@]:0:$(((rep - 1) % ${#targets[@]}))}")
 		for t in "${order[@]}"; do
