@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # daemon_fio.sh — fio --verify=crc32c with 4 concurrent jobs: on one file
 # (each job its own region, all at queue depth 16 through io_uring with
-# O_DIRECT), on four files, buffered, and on a RAM mount; then the verify
-# pass again after a remount.
+# O_DIRECT), on four files, in 256 KiB-1 MiB blocks at queue depth 8,
+# buffered, and on a RAM mount; then the verify passes again after a remount.
 . "$(dirname "$0")/../lib/common.sh"
 # (uring_daemon_fio.sh runs it again with transport=uring: cfs_mount adds
 # CFS_EXTRA_MOUNT_OPTS to every mount.)
@@ -34,6 +34,10 @@ run_fio() {	# name dir extra-args...
 run_fio onefile "$mnt" --filename=shared --size=24M --offset_increment=24M --direct=1
 # four files
 run_fio fourfiles "$mnt" --size=24M --direct=1
+# large blocks at queue depth 8, 2 jobs: several large READ replies wait at
+# once, and the loop receives new requests between them (data.c, YIELD_...)
+run_fio large "$mnt" --filename=large --size=32M --offset_increment=32M --direct=1 \
+	--bsrange=256k-1m --numjobs=2 --iodepth=8
 # buffered, 4 jobs on their own files, 2 KiB blocks (unaligned to the page)
 run_fio buffered "$mnt" --size=8M --direct=0 --bsrange=2k-2k --iodepth=1 --ioengine=psync
 
@@ -46,6 +50,11 @@ fio --name=onefile --directory="$mnt" --ioengine=$engine --iodepth=16 --rw=randw
 	--direct=1 --verify=crc32c --verify_fatal=1 --verify_only=1 --verify_state_save=0 \
 	--output="$CFS_WORK/fio-verify.out" ||
 	{ cat "$CFS_WORK/fio-verify.out"; cfs_fail "verify after remount failed"; }
+fio --name=large --directory="$mnt" --ioengine=$engine --iodepth=8 --rw=randwrite \
+	--bsrange=256k-1m --bs_unaligned=0 --numjobs=2 --filename=large --size=32M \
+	--offset_increment=32M --direct=1 --verify=crc32c --verify_fatal=1 --verify_only=1 \
+	--verify_state_save=0 --output="$CFS_WORK/fio-verify-large.out" ||
+	{ cat "$CFS_WORK/fio-verify-large.out"; cfs_fail "large-block verify after remount failed"; }
 cfs_umount "$mnt" || cfs_fail "unmount"
 
 ram=$CFS_WORK/ram
