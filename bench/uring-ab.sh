@@ -23,8 +23,11 @@ ram | perf) ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d' >&2; exit 2 ;;
 esac
 [ -e $param ] || { echo "uring-ab: this kernel has no FUSE over io_uring ($param)" >&2; exit 77; }
+# shellcheck source=tests/lib/kernel_state.sh
+. "$root/tests/lib/kernel_state.sh"
+cfs_kstate_lock || exit 1	# a test run on this machine may be using the switch
 old=$(cat $param)
-trap 'echo "$old" >$param' EXIT
+trap 'echo "$old" >$param; cfs_kstate_unlock' EXIT
 echo Y >$param
 
 if [ "$which" = ram ]; then

@@ -23,6 +23,8 @@ CFS_ROOT=${CFS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 BUILD=${BUILD:-release}
 CFS_BIN=${CFS_BIN:-$CFS_ROOT/build/$BUILD}
 export CFS_ROOT BUILD CFS_BIN
+# shellcheck source=tests/lib/kernel_state.sh
+. "$(dirname "${BASH_SOURCE[0]}")/kernel_state.sh"
 
 # The work dir lives on the disk's filesystem, not tmpfs: tmpfs ignores the
 # O_DIRECT alignment rules that a real device enforces.
@@ -59,12 +61,17 @@ cfs_require_fuse() {
 }
 
 # cfs_uring_switch: skip unless the kernel has FUSE over io_uring and its
-# switch can be written; CFS_URING_PARAM is the switch, restored at exit to
-# what it was (the tests set it; the daemon never does).
+# switch can be written; CFS_URING_PARAM is the switch. The test then holds
+# the kernel-state lock (tests/lib/kernel_state.sh) until it exits, so a
+# second test run on the machine cannot flip the switch under it, and the
+# switch is restored to what it was before the lock is let go (the tests
+# set it; the daemon never does).
 CFS_URING_PARAM=/sys/module/fuse/parameters/enable_uring
 cfs_uring_switch() {
 	[ -e $CFS_URING_PARAM ] || cfs_skip "kernel without FUSE over io_uring ($CFS_URING_PARAM)"
 	[ -w $CFS_URING_PARAM ] || cfs_skip "cannot write $CFS_URING_PARAM"
+	cfs_kstate_lock || cfs_fail "the kernel-state lock: another test run holds it"
+	cfs_defer "cfs_kstate_unlock"
 	cfs_defer "echo $(cat $CFS_URING_PARAM) > $CFS_URING_PARAM"
 }
 
