@@ -8,9 +8,9 @@
 #   make WERROR=         turn -Werror off (package builds, newer compilers)
 #
 # Module dependencies (enforced by what each program links):
-#   fs/format.c  -> libc + xxhash only      (libcfs_format.a: mkchunkfs links it without libfuse)
+#   fs/format/   -> libc + xxhash only       (libcfs_format.a: mkchunkfs links it without libfuse)
 #   iopath/*.c   -> libc + liburing          (libcfs_iopath.a: knows nothing of files or FUSE)
-#   fs/*.c       -> format + iopath + fuse3  (the chunkfs daemon)
+#   fs/stats, fs/meta, fs/fuse -> format + iopath + fuse3  (the chunkfs daemon)
 #   mkchunkfs/   -> format + iopath + blkid
 
 BUILD   ?= release
@@ -42,7 +42,7 @@ else ifneq ($(BUILD),release)
 $(error BUILD must be release, debug, asan or tsan)
 endif
 
-# make CFS_NO_STATS=1: the per-chunk statistics compiled out (fs/chunkstat.h),
+# make CFS_NO_STATS=1: the per-chunk statistics compiled out (fs/stats/chunkstat.h),
 # to measure what counting costs (bench/stats-overhead.sh). Its own objects.
 ifeq ($(CFS_NO_STATS),1)
 override CPPFLAGS += -DCFS_NO_STATS
@@ -59,9 +59,9 @@ LIBS_BLKID  := -lblkid
 LIBS_FUSE   := -lfuse3
 
 # ---- sources ---------------------------------------------------------------
-FORMAT_SRCS    := fs/format.c
+FORMAT_SRCS    := fs/format/format.c
 IOPATH_SRCS    := $(wildcard iopath/*.c)
-DAEMON_SRCS    := $(filter-out $(FORMAT_SRCS),$(wildcard fs/*.c))
+DAEMON_SRCS    := $(wildcard fs/stats/*.c fs/meta/*.c fs/fuse/*.c)
 FSCK_SRCS      := $(wildcard mkchunkfs/fsck*.c)
 MKFS_SRCS      := $(filter-out $(FSCK_SRCS),$(wildcard mkchunkfs/*.c))
 UNIT_SRCS      := $(wildcard tests/unit/test_*.c)
@@ -75,7 +75,7 @@ LIB_IOPATH := $(B)/libcfs_iopath.a
 LIB_DAEMON := $(B)/libcfs_daemon.a
 
 PROGRAMS := $(B)/mkchunkfs
-ifneq ($(wildcard fs/main.c),)
+ifneq ($(wildcard fs/fuse/main.c),)
 PROGRAMS += $(B)/chunkfs
 endif
 ifneq ($(FSCK_SRCS),)
@@ -101,7 +101,7 @@ $(LIB_IOPATH): $(call obj,$(IOPATH_SRCS))
 	$(AR) rcs $@ $^
 
 # Everything of the daemon but main.c, so unit tests can link its modules.
-$(LIB_DAEMON): $(call obj,$(filter-out fs/main.c,$(DAEMON_SRCS)))
+$(LIB_DAEMON): $(call obj,$(filter-out fs/fuse/main.c,$(DAEMON_SRCS)))
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
@@ -160,7 +160,7 @@ FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 FUZZ_CFLAGS  := -g -O1 -std=gnu11 -pthread -Wall -Wextra -Wno-unused-parameter \
 		-fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_LIBSRCS := $(FORMAT_SRCS) $(IOPATH_SRCS) $(filter-out fs/main.c,$(DAEMON_SRCS)) \
+FUZZ_LIBSRCS := $(FORMAT_SRCS) $(IOPATH_SRCS) $(filter-out fs/fuse/main.c,$(DAEMON_SRCS)) \
 		mkchunkfs/opts.c mkchunkfs/fsck_model.c
 FUZZ_LINK    := $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
 
@@ -219,10 +219,10 @@ install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(B)/mkchunkfs $(DESTDIR)$(sbindir)/mkchunkfs
 	$(if $(FSCK_SRCS),install -m 0755 $(B)/fsck.chunkfs $(DESTDIR)$(sbindir)/fsck.chunkfs)
-	$(if $(wildcard fs/main.c),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
+	$(if $(wildcard fs/fuse/main.c),install -m 0755 $(B)/chunkfs $(DESTDIR)$(bindir)/chunkfs)
 	@# mount(8) runs mount.chunkfs for -t chunkfs and mount.fuse.chunkfs for -t fuse.chunkfs
-	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.chunkfs)
-	$(if $(wildcard fs/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.fuse.chunkfs)
+	$(if $(wildcard fs/fuse/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.chunkfs)
+	$(if $(wildcard fs/fuse/main.c),ln -sf $(bindir)/chunkfs $(DESTDIR)$(sbindir)/mount.fuse.chunkfs)
 	$(if $(MANPAGES),install -m 0644 $(MANPAGES) $(DESTDIR)$(mandir)/man8/)
 
 # ---- Debian package --------------------------------------------------------
@@ -251,7 +251,7 @@ deb:
 	@ls -l build/deb/*.deb
 
 lint:
-	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*.h iopath/*.h
+	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*/*.h iopath/*.h
 
 clean:
 	rm -rf build

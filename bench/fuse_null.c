@@ -42,8 +42,8 @@
 #include <unistd.h>
 
 #define NULL_TIMEOUT_S 3600.0
-/* As chunkfs: fs/daemon.h (CFS_MAX_BACKGROUND, CFS_CONGESTION_THRESHOLD) and
- * the 1 MiB request size of fs/ops.c. */
+/* As chunkfs: fs/fuse/daemon.h (CFS_MAX_BACKGROUND, CFS_CONGESTION_THRESHOLD) and
+ * the 1 MiB request size of fs/fuse/ops.c. */
 #define NULL_MAX_IO (1u << 20)
 #define NULL_MAX_BACKGROUND 256u
 #define NULL_CONGESTION_THRESHOLD 192u

@@ -4,7 +4,7 @@
  *
  * Every update is a relaxed __atomic operation on a uint64_t: completions on
  * any thread charge the same struct cfs_io_stats without a lock, and readers
- * (getfattr through fs/xattr.c, `chunkfs stat`) copy it with atomic loads, so
+ * (getfattr through fs/fuse/xattr.c, `chunkfs stat`) copy it with atomic loads, so
  * reading statistics never blocks or slows I/O. min/max use CAS loops.
  *
  * Histogram: values below CFS_HIST_SUB ns each have a bucket of their own;

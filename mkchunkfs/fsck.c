@@ -4,7 +4,7 @@
  * be repaired safely.
  *
  * The check reads, never writes: both superblock copies, the active half's
- * snapshot and its log (fs/FORMAT.md sections 3-6, through fs/format.c's
+ * snapshot and its log (fs/format/FORMAT.md sections 3-6, through fs/format/format.c's
  * decoders), then fsck's own model of the metadata (fsck_model.c) checks
  * extents, unit ownership, directories and link counts. A torn log tail is
  * the normal end of a log after a crash and is only a note.
@@ -25,7 +25,7 @@
  * Exit codes are e2fsck's: 0 clean, 1 errors corrected, 4 errors left,
  * 8 operational error (cannot open, in use, not a chunkfs store), 16 usage.
  *
- * The store lock is the daemon's (fs/main.c): flock(LOCK_EX) on the store's
+ * The store lock is the daemon's (fs/fuse/main.c): flock(LOCK_EX) on the store's
  * path and on a loop device's backing file, plus O_EXCL on block devices, so
  * a mounted store is refused and a mount waits while fsck runs.
  */
@@ -42,8 +42,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fs/fs.h"
-#include "fs/namespace.h"
+#include "fs/meta/fs.h"
+#include "fs/meta/namespace.h"
 #include "iopath/iopath.h"
 #include "mkchunkfs/fsck.h"
 #include "mkchunkfs/mkchunkfs.h"
@@ -100,7 +100,7 @@ static void usage(FILE *f)
 		   "16 usage. See fsck.chunkfs(8).\n");
 }
 
-/* ---- the store lock (fs/main.c's, without waiting) ------------------------- */
+/* ---- the store lock (fs/fuse/main.c's, without waiting) ------------------------- */
 
 static int lock_path(const char *path, int *out_fd)
 {
@@ -293,7 +293,7 @@ static int check_superblocks(struct fsck *c)
 		return FSCK_EXIT_UNCORRECTED;
 	}
 	/* Checkable, but chunkfs mounts a store only through a target with
-	 * its own sector size (fs/fs.c): say so before the DBA finds out. */
+	 * its own sector size (fs/meta/fs.c): say so before the DBA finds out. */
 	if (c->sb.logical_sector_bytes != c->sector_bytes)
 		fsck_problem(&c->r, FSCK_WARN,
 			     "the store was formatted for %u-byte sectors, the target has %u: "

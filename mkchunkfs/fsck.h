@@ -4,10 +4,10 @@
  * the metadata model.
  *
  * The model is fsck's own reading of a store's metadata: it decodes the
- * snapshot and log payloads (fs/FORMAT.md section 5.3) itself and applies
+ * snapshot and log payloads (fs/format/FORMAT.md section 5.3) itself and applies
  * them with the replay rules of that section, independently of the daemon's
  * namespace. A second reading is the point of a checker: a bug in the
- * daemon's replay must not hide itself. Only the framing (fs/format.h:
+ * daemon's replay must not hide itself. Only the framing (fs/format/format.h:
  * superblocks, record headers, checksums) is shared with the daemon.
  *
  * What the model does not do: I/O (fsck.c reads the store and feeds it
@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 
 /* e2fsck's exit codes (fsck(8) sums them). */
 #define FSCK_EXIT_OK 0

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * fsck_model.c — fsck.chunkfs's own model of a store's metadata: decode the
- * record payloads of the snapshot and the log (fs/FORMAT.md 5.3), apply them
+ * record payloads of the snapshot and the log (fs/format/FORMAT.md 5.3), apply them
  * with the replay rules of that section, then check what they add up to.
  *
  * Deliberately not the daemon's namespace: the replay rules are re-read
- * from FORMAT.md, so a bug in fs/namespace.c's replay shows up as a
+ * from FORMAT.md, so a bug in fs/meta/namespace.c's replay shows up as a
  * difference instead of being trusted twice. Records are applied as
  * tolerantly as the daemon applies them (a record about an object that no
  * longer exists is skipped), and what the daemon would refuse at mount
@@ -29,7 +29,7 @@
 
 #include "mkchunkfs/fsck.h"
 
-/* Mirrors of the daemon's limits (fs/namespace.h, fs/journal.c); fsck does
+/* Mirrors of the daemon's limits (fs/meta/namespace.h, fs/meta/journal.c); fsck does
  * not include the daemon's headers so that it reads the format, not code. */
 #define M_NAME_MAX 255u
 #define M_SYMLINK_MAX 4095u
@@ -39,7 +39,7 @@
 #define M_ROOT_INO 1ull
 #define M_TYPE_PRIVATE 0x8000u
 
-/* Record flag: the transaction continues (fs/journal.h CFS_JREC_MORE). */
+/* Record flag: the transaction continues (fs/meta/journal.h CFS_JREC_MORE). */
 #define M_JREC_MORE 0x0001u
 #define M_RENAME_EXCHANGE 0x1u
 #define M_WRITTEN_F_BITS 0x1u

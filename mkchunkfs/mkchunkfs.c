@@ -10,7 +10,7 @@
  * print the summary. Nothing is written before the last check passed, so
  * exit status 1 always means "the target is as it was".
  *
- * What this file does not do: the on-disk encoding (fs/format.c, shared with
+ * What this file does not do: the on-disk encoding (fs/format/format.c, shared with
  * the daemon and fsck) or alignment discovery (iopath/align.c).
  */
 #include <errno.h>
@@ -305,7 +305,7 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 	wcfg.progress = !opts->quiet && isatty(STDOUT_FILENO);
 	/* A uuid chosen by the user may be the one an earlier format of this
 	 * target had: its log records would verify with the same seed, so
-	 * none may survive (fs/FORMAT.md, writer rule 5). A random uuid never
+	 * none may survive (fs/format/FORMAT.md, writer rule 5). A random uuid never
 	 * matches, and the headers are enough. */
 	wcfg.zero_meta = opts->uuid_given;
 	if (cfs_mkfs_write(&t, &sb, &wcfg) < 0)

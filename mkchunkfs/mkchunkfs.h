@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 #include "iopath/iopath.h"
 #include "mkchunkfs/opts.h"
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 
 #define CFS_MKFS_PROG "mkchunkfs"
 #define CFS_MKFS_ERRS_MAX 16u	/* messages kept; later ones are only counted */

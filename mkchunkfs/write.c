@@ -17,7 +17,7 @@
  *      by a zeroed first log block, and a zeroed start of half B, so nothing
  *      left from an earlier format replays. With a uuid given by -U the
  *      whole region is zeroed first: an earlier format with the same uuid
- *      left records that verify with the same seed (FORMAT.md rule 5).
+ *      left records that verify with the same seed (fs/format/FORMAT.md rule 5).
  *   4. slot 1 <- generation 1 without INPROGRESS; flush. The store is valid
  *      from this moment (cfs_sb_pick takes the newest copy).
  *   5. slot 0 <- generation 2; flush. Both copies valid, as the daemon

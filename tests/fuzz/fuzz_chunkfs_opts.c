@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fuzz_chunkfs_opts.c — the daemon's command line (fs/main.c parse_args:
+ * fuzz_chunkfs_opts.c — the daemon's command line (fs/fuse/main.c parse_args:
  * positional arguments, -o lists, the mount-helper shapes, fault= specs).
  *
- * fs/main.c is compiled into this target with its main() renamed, so its
+ * fs/fuse/main.c is compiled into this target with its main() renamed, so its
  * static parser is tested as the daemon runs it, without exporting it (the
  * daemon's file stays as it is; if parse_args changes shape, this target is
  * where the build says so). Arguments that end the process by design (-h,
@@ -15,7 +15,7 @@
 
 int chunkfs_main(int argc, char **argv);
 #define main chunkfs_main
-#include "fs/main.c"
+#include "fs/fuse/main.c"
 #undef main
 
 #include "tests/fuzz/fuzz.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 #include "mkchunkfs/fsck.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/records.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fuzz_replay.c — the daemon's own replay (fs/journal.c, fs/namespace.c) on
+ * fuzz_replay.c — the daemon's own replay (fs/meta/journal.c, fs/meta/namespace.c) on
  * fuzzed metadata, through the public mount path on the RAM backend.
  *
  * The input's records (records.h) are framed with valid checksums into a
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/fs.h"
-#include "fs/namespace.h"
+#include "fs/meta/fs.h"
+#include "fs/meta/namespace.h"
 #include "iopath/iopath.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/records.h"

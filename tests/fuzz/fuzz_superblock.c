@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 #include "tests/fuzz/fuzz.h"
 
 static void roundtrip(const struct cfs_sb *sb)

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 
 #define FUZZ_RECORDS_MAX 4096u
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # daemon_killpriv.sh — the daemon clears suid/sgid itself
-# (FUSE_HANDLE_KILLPRIV_V2, fs/killpriv.h), exactly where the kernel's VFS
+# (FUSE_HANDLE_KILLPRIV_V2, fs/fuse/killpriv.h), exactly where the kernel's VFS
 # would: a write, a truncate or an open(O_TRUNC) by a user without
 # CAP_FSETID (and fallocate by anyone but root), and any chown; sgid only
 # with group execute; never on directories. In exchange, buffered writes no

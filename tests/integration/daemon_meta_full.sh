@@ -9,7 +9,7 @@
 # that need new units get ENOSPC, and nothing that was accepted is lost:
 # after a clean unmount (checkpoint written, fsck clean) and after a kill -9
 # while full, every file and every accepted xattr is there.
-# Before the fix in fs/journal.c, the unsynced burst outgrew the region
+# Before the fix in fs/meta/journal.c, the unsynced burst outgrew the region
 # before the next snapshot saw it: the snapshot failed, the mount turned
 # read-only, the unmount checkpoint failed and accepted xattrs were lost.
 . "$(dirname "$0")/../lib/common.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# daemon_pagecache.sh — the kernel's page cache (fs/ops.c, "page cache"):
+# daemon_pagecache.sh — the kernel's page cache (fs/fuse/ops.c, "page cache"):
 # buffered opens keep their pages across close and reopen (a second read of
 # the same blocks reaches no READ to the daemon), and those pages are never
 # older than the store, whatever mix of buffered and O_DIRECT opens wrote it:

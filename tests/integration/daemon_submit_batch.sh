@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # daemon_submit_batch.sh — how the event loops hand device I/O to the store
-# (fs/data.c, ctx_continue): while the device is busy, the requests of one
+# (fs/fuse/data.c, ctx_continue): while the device is busy, the requests of one
 # batch received from /dev/fuse (or from the rings) go to it in one submit (a
 # virtio notify is a VM exit); while it is idle, each request at once (no
 # latency added at queue depth 1). The daemon's exit line counts device

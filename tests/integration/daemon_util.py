@@ -512,7 +512,7 @@ def cmd_errno(args):
 
 
 # ---- superblock surgery for the bad-mount tests ------------------------------
-# Offsets from fs/format.h (struct cfs_dsb): version u32 @8, incompat u64 @32,
+# Offsets from fs/format/format.h (struct cfs_dsb): version u32 @8, incompat u64 @32,
 # flags u64 @40, checksum u64 @4088 = XXH3-64 (seed 0) of the 4096-byte block
 # with the checksum field zero. Both slots (0 and 4096) are patched.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # daemon_write_behind.sh — buffered writes are answered before they reach
-# the store (fs/data.c, "write-behind"), and nothing can tell, except the
+# the store (fs/fuse/data.c, "write-behind"), and nothing can tell, except the
 # writer's wait:
 #   1. a buffered write returns before the store has it (every device write
 #      takes 60 ms here: fault backend delay_us), an O_DIRECT write and a

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """fsck_util.py — corrupt a chunkfs store on purpose, for fsck_*.sh.
 
-Reads the layout from the superblock (fs/FORMAT.md section 3) and writes
+Reads the layout from the superblock (fs/format/FORMAT.md section 3) and writes
 records with valid framing and checksums (section 5), so that what fsck
 sees is a store whose *contents* are wrong — the corruptions a checksum
 cannot catch (a software bug, or a misdirected write of valid bytes):

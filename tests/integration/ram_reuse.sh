@@ -8,7 +8,7 @@
 # with O_DIRECT and buffered. A reader may see zeros or some round of the
 # block's own pattern (a mix of them, sector by sector, when the read races
 # a rewrite), never 0xAB and never another block. RAM reads of
-# written data are answered straight from the store's memory (fs/data.c,
+# written data are answered straight from the store's memory (fs/fuse/data.c,
 # ram_read): this is what the I/O reference held until the reply is for.
 # Then the same with dio_align=0 (unaligned requests on the general path).
 # The mount is little larger than the two files (12 MiB for 2 x 4 MiB), so

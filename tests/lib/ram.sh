@@ -48,7 +48,7 @@ ram_write_direct() {
 }
 
 # ram_stat PATH KEY: one value of PATH's composite statistics line
-# (user.chunkfs.stat, fs/chunkstat.h), e.g. err_misaligned, writes.
+# (user.chunkfs.stat, fs/stats/chunkstat.h), e.g. err_misaligned, writes.
 ram_stat() {
 	python3 - "$1" "$2" <<-'EOF'
 	import os, sys

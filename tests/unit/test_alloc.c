@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#include "fs/alloc.h"
+#include "fs/meta/alloc.h"
 
 static void check_counts(struct cfs_alloc *a)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_chunkstat.c — fs/chunkstat.c and the pure parts of fs/statcmd.c:
+ * test_chunkstat.c — fs/stats/chunkstat.c and the pure parts of fs/stats/statcmd.c:
  * the field table (what getfattr -d lists, what is writable), the decimal
  * text of every kind of value, percentiles against known latencies, the
  * composite line and its parser, histogram text, the size-probe cache,
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/chunkstat.h"
-#include "fs/statcmd.h"
+#include "fs/stats/chunkstat.h"
+#include "fs/stats/statcmd.h"
 
 static struct cfs_cs_view *new_view(bool root)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/extent.h"
+#include "fs/meta/extent.h"
 
 #define UNIT	(64u * 1024)
 #define SECTOR	512u

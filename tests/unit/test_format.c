@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * test_format.c — unit tests of fs/format.c: superblock encode/decode/pick,
+ * test_format.c — unit tests of fs/format/format.c: superblock encode/decode/pick,
  * geometry layout, log record framing and replay, snapshots, uuid and size
  * helpers, and the stable superblock summary.
  *
@@ -20,7 +20,7 @@
 #include <criterion/redirect.h>
 #include <xxhash.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MiB (1ull << 20)

@@ -556,7 +556,7 @@ static void rmw_done(struct cfs_io_req *req, int res)
 	*(int *)req->cookie = res;
 }
 
-/* The daemon's RAM path (fs/data.c ram_read/ram_write) copies through
+/* The daemon's RAM path (fs/fuse/data.c ram_read/ram_write) copies through
  * cfs_io_ram_ptr() and may do so only while no read-modify-write holds a
  * range lock (cfs_io_ranges_locked()). */
 Test(ram, direct_pointer_and_range_lock_flag)

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/fs.h"
+#include "fs/meta/fs.h"
 
 #define UNIT		(64u * 1024)
 #define STORE_BYTES	(64ull << 20)

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/fs.h"
+#include "fs/meta/fs.h"
 
 #define UNIT	(64u * 1024)
 
@@ -583,7 +583,7 @@ Test(namespace, setattr, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_ns_set_page_size(fs, f, 3000), -EINVAL);
 }
 
-/* CFS_SET_KILL_SUIDGID (fs/killpriv.h): suid always, sgid only with group
+/* CFS_SET_KILL_SUIDGID (fs/fuse/killpriv.h): suid always, sgid only with group
  * execute, never on directories; alone with nothing to clear, no change. */
 Test(namespace, setattr_kill_suidgid, .init = setup, .fini = teardown)
 {

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "fs/unique_map.h"
+#include "fs/fuse/unique_map.h"
 
 /* The kernel's uniques: even, increasing (the low bit marks interrupts). */
 #define UNIQUE(i) (2 * (uint64_t)(i) + 2)

@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/extent.h"
-#include "fs/fs.h"
+#include "fs/meta/extent.h"
+#include "fs/meta/fs.h"
 
 #define WS_NONE ((uintptr_t)CFS_EXTENT_WS_NONE)
 #define WS_ALL ((uintptr_t)CFS_EXTENT_WS_ALL)

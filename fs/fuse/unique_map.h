@@ -2,7 +2,7 @@
 /*
  * unique_map.h — FUSE request unique -> pointer, lock-free, fixed size.
  *
- * FUSE over io_uring (fs/transport_uring.c) records which ring entry holds
+ * FUSE over io_uring (fs/fuse/transport_uring.c) records which ring entry holds
  * each request while libfuse handles it, so that the reply, made by any
  * thread through libfuse's writev hook, finds its entry. One insert per
  * request (the entry's loop), one take per reply (any thread); a unique is

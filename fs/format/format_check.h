@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * format_check.h — compile-time pins of every on-disk size and offset
- * (the xfs_ondisk.h idea). Included by fs/format.c only.
+ * (the xfs_ondisk.h idea). Included by fs/format/format.c only.
  *
  * If one of these fires, the on-disk format changed: that needs a new
- * feature bit or CFS_FORMAT_VERSION and an update of fs/FORMAT.md, never
+ * feature bit or CFS_FORMAT_VERSION and an update of fs/format/FORMAT.md, never
  * just a new number here. This file holds no code and no runtime checks.
  */
 #ifndef CFS_FORMAT_CHECK_H
@@ -13,10 +13,10 @@
 #include <stddef.h>
 
 /* The format's constants, structures and size checks are aligned by hand as
- * tables, to be read against fs/FORMAT.md. */
+ * tables, to be read against fs/format/FORMAT.md. */
 /* clang-format off */
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 
 #define CFS_CHECK_SIZE(type, size)					\
 	_Static_assert(sizeof(type) == (size), "sizeof(" #type ") != " #size)

@@ -35,8 +35,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "fs/fs.h"
-#include "fs/namespace.h"
+#include "fs/meta/fs.h"
+#include "fs/meta/namespace.h"
 
 #define CFS_INODE_F_QUEUED (1u << 0)	 /* on the committer queue */
 #define CFS_INODE_F_ATTR_DIRTY (1u << 1) /* size/times changed by writes, not logged */

@@ -9,8 +9,8 @@
  * superblock, the allocator, the namespace and the journal. One per mount;
  * every function of the metadata engine takes it.
  *
- * What this does not do: FUSE (fs/ops.c), data I/O (fs/data.c), option
- * parsing (fs/main.c). The caller opens the struct cfs_io and closes it
+ * What this does not do: FUSE (fs/fuse/ops.c), data I/O (fs/fuse/data.c), option
+ * parsing (fs/fuse/main.c). The caller opens the struct cfs_io and closes it
  * after cfs_fs_close().
  */
 #ifndef CFS_FS_H
@@ -22,11 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/alloc.h"
-#include "fs/extent.h"
-#include "fs/format.h"
-#include "fs/journal.h"
-#include "fs/namespace.h"
+#include "fs/meta/alloc.h"
+#include "fs/meta/extent.h"
+#include "fs/format/format.h"
+#include "fs/meta/journal.h"
+#include "fs/meta/namespace.h"
 #include "iopath/iopath.h"
 
 /* Always-on assertion for invariants whose violation would corrupt data

@@ -4,9 +4,9 @@
  * framing, snapshot framing, store geometry, and the small helpers that
  * mkchunkfs, the daemon and fsck share (uuid, size parsing, summary).
  *
- * This header and fs/format.c depend on libc and xxhash only (no libfuse, no
+ * This header and fs/format/format.c depend on libc and xxhash only (no libfuse, no
  * liburing), so mkchunkfs links libcfs_format.a without the daemon. The
- * format is described byte by byte in fs/FORMAT.md; the two must agree.
+ * format is described byte by byte in fs/format/FORMAT.md; the two must agree.
  *
  * What this module does NOT do: any I/O on the store (callers read and write
  * the blocks, with iopath), deciding what log record payloads mean (the
@@ -33,7 +33,7 @@
 #include <stdio.h>
 
 /* The format's constants, structures and size checks are aligned by hand as
- * tables, to be read against fs/FORMAT.md. */
+ * tables, to be read against fs/format/FORMAT.md. */
 /* clang-format off */
 
 /* ---- constants: superblock --------------------------------------------- */
@@ -137,7 +137,7 @@ enum cfs_log_type {
 
 /* ---- on-disk superblock (documentation + static asserts) ----------------
  * Every field little-endian. Only cfs_sb_encode/cfs_sb_decode touch it.
- * Offsets are pinned in fs/format_check.h; see fs/FORMAT.md for meanings. */
+ * Offsets are pinned in fs/format/format_check.h; see fs/format/FORMAT.md for meanings. */
 struct cfs_dsb {
 	uint64_t	magic;			/*    0 CFS_SB_MAGIC */
 	uint32_t	version;		/*    8 CFS_FORMAT_VERSION */
@@ -320,7 +320,7 @@ void cfs_sb_print(FILE *f, const struct cfs_sb *sb);
  * checksum = XXH3-64 with seed cfs_log_seed(uuid) over the header (checksum
  * field as zero) followed by the payload; padding is not covered. */
 
-/* On-disk record header (little-endian), pinned in fs/format_check.h. */
+/* On-disk record header (little-endian), pinned in fs/format/format_check.h. */
 struct cfs_dlog_header {
 	uint32_t	magic;			/*  0 CFS_LOG_MAGIC */
 	uint16_t	type;			/*  4 enum cfs_log_type */
@@ -418,7 +418,7 @@ int cfs_log_walk(const void *buf, size_t length_bytes, uint64_t first_seq,
  * as zero) + body. seq = the log sequence at which the snapshot was taken:
  * the first log record after it carries seq (== sb.log_seq_start). */
 
-/* On-disk snapshot header (little-endian), pinned in fs/format_check.h. */
+/* On-disk snapshot header (little-endian), pinned in fs/format/format_check.h. */
 struct cfs_dsnap_header {
 	uint32_t	magic;			/*  0 CFS_SNAP_MAGIC */
 	uint32_t	version;		/*  4 CFS_SNAP_VERSION */

@@ -39,8 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/chunkstat.h"
-#include "fs/statcmd.h"
+#include "fs/stats/chunkstat.h"
+#include "fs/stats/statcmd.h"
 
 #define TARGETS_MAX 65536u
 #define HIST_TEXT_MAX CFS_CS_TEXT_MAX

@@ -2,7 +2,7 @@
 /*
  * xattr.h — the user.chunkfs.* names: per-chunk statistics and the chunk's
  * page size on regular files, mount-wide totals and store facts on the root
- * directory (fs/chunkstat.h has the fields and their text). ops.c hands
+ * directory (fs/stats/chunkstat.h has the fields and their text). ops.c hands
  * every getxattr/setxattr/removexattr of a user.chunkfs.* name here and asks
  * for the names to list; other user.* names stay the namespace's.
  *
@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fs/daemon.h"
+#include "fs/fuse/daemon.h"
 
 /* True when name is in the reserved user.chunkfs. namespace. */
 bool cfs_xattr_is_stats(const char *name);

@@ -3,7 +3,7 @@
  * xattr.c — the user.chunkfs.* xattrs: a chunk's statistics and page size,
  * the root directory's mount-wide totals and store facts (issue 5). ops.c
  * routes every user.chunkfs.* name here; the fields and their text are
- * fs/chunkstat.c's.
+ * fs/stats/chunkstat.c's.
  *
  * A getxattr pins the inode (a reference: not an open, so opens stay what
  * the application did), copies the counters with atomic loads into this
@@ -24,7 +24,7 @@
  * EOPNOTSUPP. Writing: pagesize (persisted by the namespace) and reset
  * (owner or root); any other user.chunkfs.* name EOPNOTSUPP.
  *
- * What this file does not do: count anything (fs/data.c, fs/ops.c charge),
+ * What this file does not do: count anything (fs/fuse/data.c, fs/fuse/ops.c charge),
  * or store user.* xattrs (the namespace does).
  */
 #include <errno.h>
@@ -35,9 +35,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "fs/chunkstat.h"
-#include "fs/fs.h"
-#include "fs/xattr.h"
+#include "fs/stats/chunkstat.h"
+#include "fs/meta/fs.h"
+#include "fs/fuse/xattr.h"
 
 #define FS() (cfs_daemon.fs)
 

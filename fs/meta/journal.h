@@ -4,8 +4,8 @@
  * committer thread (group commit, fsync answers, the periodic timer),
  * snapshots into the other metadata half, and replay at mount.
  *
- * Record framing and checksums are fs/format.h's; this module owns what the
- * payloads mean (fs/FORMAT.md has one table per record type). Payloads are
+ * Record framing and checksums are fs/format/format.h's; this module owns what the
+ * payloads mean (fs/format/FORMAT.md has one table per record type). Payloads are
  * little-endian, fixed-width, versioned by record type: a new layout gets a
  * new type number, never a reinterpretation.
  *
@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/format.h"
+#include "fs/format/format.h"
 
 struct cfs_fs;
 struct cfs_journal;
@@ -65,7 +65,7 @@ struct cfs_snap_builder;
 #define CFS_JREC_MORE 0x0001u /* the transaction continues */
 
 /* ---- record payloads (version 1) -------------------------------------------------
- * Byte layouts are in fs/FORMAT.md; these are the decoded forms.
+ * Byte layouts are in fs/format/FORMAT.md; these are the decoded forms.
  */
 
 /* CFS_LOG_FS_INFO: first record of every snapshot. */

@@ -6,8 +6,8 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "fs/daemon.h"
-#include "fs/killpriv.h"
+#include "fs/fuse/daemon.h"
+#include "fs/fuse/killpriv.h"
 
 static _Atomic uint64_t init_unique; /* the INIT request, until its reply */
 static _Thread_local bool kill_requested;

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/daemon.h"
+#include "fs/fuse/daemon.h"
 
 struct cfs_attr;
 struct cfs_inode;

@@ -33,7 +33,7 @@
  * change in memory (cfs_ns_write_done; logged by the next commit) and the
  * reply goes out.
  *
- * Statistics (fs/chunkstat.h): a READ or WRITE is charged to its chunk once,
+ * Statistics (fs/stats/chunkstat.h): a READ or WRITE is charged to its chunk once,
  * when it is answered (ctx_finish, or where it is refused before a context
  * exists), with the bytes the application asked for and got and the time
  * from receipt to reply. Device requests carry no statistics pointer: a
@@ -47,7 +47,7 @@
  * Lifetime: every request holds an I/O reference on its inode
  * (cfs_ns_io_begin before the first map lookup, cfs_ns_io_end after the last
  * mark), so units are not freed and handed to another file while our I/O is
- * in flight (fs/extent.h).
+ * in flight (fs/meta/extent.h).
  *
  * Threads: a context belongs to the loop that received its request; only
  * that loop touches its arena and its pool. A part can complete on another
@@ -65,9 +65,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "fs/data.h"
-#include "fs/fs.h"
-#include "fs/transport_uring.h"
+#include "fs/fuse/data.h"
+#include "fs/meta/fs.h"
+#include "fs/fuse/transport_uring.h"
 #include "iopath/iopath.h"
 
 #define PARTS_PER_ROUND 8u

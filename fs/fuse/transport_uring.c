@@ -36,11 +36,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fs/daemon.h"
-#include "fs/data.h"
-#include "fs/killpriv.h"
-#include "fs/transport_uring.h"
-#include "fs/unique_map.h"
+#include "fs/fuse/daemon.h"
+#include "fs/fuse/data.h"
+#include "fs/fuse/killpriv.h"
+#include "fs/fuse/transport_uring.h"
+#include "fs/fuse/unique_map.h"
 
 #define ENTRIES_PER_QUEUE 64u
 /* Room before the payload for fuse_in_header + the largest op struct, a

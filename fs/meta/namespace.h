@@ -2,10 +2,10 @@
 /*
  * namespace.h — inodes, directories, symlinks, user xattrs, lookup/open
  * counts and orphans of a mounted chunkfs. All in memory; every mutation
- * appends its log records (fs/journal.h) after changing the state, while
+ * appends its log records (fs/meta/journal.h) after changing the state, while
  * still holding the lock of what it changed. No FUSE and no data I/O here:
  * functions take inode numbers (FUSE node ids: root is CFS_ROOT_INO == 1 ==
- * FUSE_ROOT_ID) and return -errno; fs/ops.c converts to replies once.
+ * FUSE_ROOT_ID) and return -errno; fs/fuse/ops.c converts to replies once.
  *
  * Locks (fs/DAEMON.md):
  *   ns_lock (rwlock, in struct cfs_ns): directory contents and the inode
@@ -39,9 +39,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "fs/chunkstat.h"
-#include "fs/extent.h"
-#include "fs/journal.h"
+#include "fs/stats/chunkstat.h"
+#include "fs/meta/extent.h"
+#include "fs/meta/journal.h"
 #include "iopath/iopath.h"
 
 struct cfs_fs;
@@ -62,7 +62,7 @@ struct cfs_deferred; /* private: units freed while I/O was in flight */
 #define CFS_XATTR_TOTAL_MAX (1u << 20) /* all names + values of one inode */
 #define CFS_READDIR_COOKIE_FIRST 3ull  /* 1 = ".", 2 = "..", entries from 3 */
 
-/* A write-behind in flight (fs/data.c): answered, not yet on the store. */
+/* A write-behind in flight (fs/fuse/data.c): answered, not yet on the store. */
 #define CFS_BEHIND_N 8 /* slots per file */
 struct cfs_behind {
 	uint64_t start_bytes; /* its range, rounded out to whole sectors */
@@ -109,7 +109,7 @@ struct cfs_inode {
 						  * since the last cached open: pages the
 						  * kernel kept may be old */
 	_Atomic uint32_t behind_writes;		 /* [atomic] write-behinds in flight
-						  * (fs/data.c); changed under lock */
+						  * (fs/fuse/data.c); changed under lock */
 	_Atomic uint32_t behind_waiters;	 /* [atomic] requests parked behind them */
 	uint64_t behind_seq;			 /* [lock] the last write-behind's number */
 	struct cfs_behind behind[CFS_BEHIND_N];	 /* [lock] their slots */
@@ -332,7 +332,7 @@ int cfs_ns_open(struct cfs_fs *fs, uint64_t ino, struct cfs_inode **out);
  * last I/O reference). */
 void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode);
 
-/* I/O references (see fs/extent.h): raise before looking up the map, drop
+/* I/O references (see fs/meta/extent.h): raise before looking up the map, drop
  * after the last mark_written of the request, before replying to the kernel.
  * An I/O reference also keeps the inode's memory (a zeroing write after a
  * path truncate holds no open handle). io_end may run deferred work (freeing
@@ -367,7 +367,7 @@ void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 struct cfs_chunk_stats *cfs_ns_inode_stats(struct cfs_inode *inode);
 
 /*
- * For statistics readers (fs/xattr.c): pin inode ino (a reference, not an
+ * For statistics readers (fs/fuse/xattr.c): pin inode ino (a reference, not an
  * open: opens stay as the application left them) and describe what the
  * rendering needs, read under the inode lock. The pin keeps view->inode and
  * its statistics valid until cfs_ns_unpin(). -ENOENT.
@@ -404,7 +404,7 @@ int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_byt
 int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_bytes,
 		     uint64_t length_bytes, struct cfs_ns_zero *zero);
 
-/* lseek SEEK_DATA / SEEK_HOLE (whence), see fs/extent.h for what is data:
+/* lseek SEEK_DATA / SEEK_HOLE (whence), see fs/meta/extent.h for what is data:
  * mapped and written. Returns the offset, -ENXIO, -EINVAL for other whence. */
 int64_t cfs_ns_seek(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes, int whence);
 
@@ -451,7 +451,7 @@ void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st);
 int cfs_ns_commit_capture(struct cfs_fs *fs);
 
 /* Snapshot: emit records describing the whole namespace into the snapshot
- * builder (fs/journal.h) under ns_lock shared and each inode's lock. */
+ * builder (fs/meta/journal.h) under ns_lock shared and each inode's lock. */
 struct cfs_snap_builder;
 int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb);
 

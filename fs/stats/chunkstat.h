@@ -6,7 +6,7 @@
  *
  * What is counted. One struct cfs_chunk_stats per inode (a chunk reached
  * through two symlinks or two names is one chunk), charged once per FUSE
- * request by the daemon (fs/data.c, fs/ops.c), not per device request: a
+ * request by the daemon (fs/fuse/data.c, fs/fuse/ops.c), not per device request: a
  * request's bytes are what the application asked for and got, its latency
  * runs from receiving the request to replying, and a request split into
  * several device I/Os (discontiguous units, read-modify-write edges) is one
@@ -44,8 +44,8 @@
  * for measuring what counting costs (bench/stats-overhead.sh); the xattrs
  * then read as zeros.
  *
- * What this file does not do: FUSE (fs/xattr.c answers getxattr and friends),
- * namespace lookups, or printing tables (fs/statcmd.c).
+ * What this file does not do: FUSE (fs/fuse/xattr.c answers getxattr and friends),
+ * namespace lookups, or printing tables (fs/stats/statcmd.c).
  */
 #ifndef CFS_CHUNKSTAT_H
 #define CFS_CHUNKSTAT_H
@@ -221,7 +221,7 @@ bool cfs_cs_line_u64(const char *line, const char *key, uint64_t *out);
 /* Times ("1733061234.123456") and other decimals. */
 bool cfs_cs_line_double(const char *line, const char *key, double *out);
 
-/* Formatting helpers shared with fs/statcmd.c and tested on their own. */
+/* Formatting helpers shared with fs/stats/statcmd.c and tested on their own. */
 /* Nanoseconds as whole microseconds, rounded half up. */
 uint64_t cfs_cs_ns_to_us(uint64_t ns);
 /* REALTIME ns as "SECONDS.MICROSECONDS" (6 decimals). Returns the length. */
@@ -229,7 +229,7 @@ size_t cfs_cs_format_time(uint64_t realtime_ns, char *buf, size_t size);
 /* Percent-escape s (see cfs_cs_render_line). Returns the escaped length. */
 size_t cfs_cs_escape(const char *s, char *buf, size_t size);
 
-/* ---- the size-probe cache (fs/xattr.c) ----------------------------------------
+/* ---- the size-probe cache (fs/fuse/xattr.c) ----------------------------------------
  * getxattr(size 0) answers the length of a value rendered now; the
  * following getxattr(size N) of the same thread renders again, and a counter
  * that gained a digit in between would make a buffer sized from the probe

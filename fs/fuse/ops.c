@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * ops.c — the fuse_lowlevel_ops table: thin cfs_ll_* callbacks that turn
- * FUSE requests into calls of the namespace (fs/namespace.h), the data path
- * (fs/data.h) and the journal (fsync), and turn their -errno into a FUSE
+ * FUSE requests into calls of the namespace (fs/meta/namespace.h), the data path
+ * (fs/fuse/data.h) and the journal (fsync), and turn their -errno into a FUSE
  * reply, once, here (cfs_reply_err).
  *
  * Policy lives elsewhere; what is decided here is only what FUSE itself
@@ -26,14 +26,14 @@
  *     file) the committer is woken, so the memory goes back to the system
  *     now rather than at its next timer tick (ram_give_back).
  *   - xattrs: security.capability (asked before a buffered write unless
- *     the kernel knows the file has no suid/sgid: fs/killpriv.h) gets
+ *     the kernel knows the file has no suid/sgid: fs/fuse/killpriv.h) gets
  *     ENODATA without touching the namespace; security.*, system.*, trusted.*:
  *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* are the statistics
- *     (fs/xattr.c), listed before the stored user.* names. getxattr/listxattr
+ *     (fs/fuse/xattr.c), listed before the stored user.* names. getxattr/listxattr
  *     never answer ENOSYS: the kernel would stop asking for the whole mount.
- *   - Statistics charged here (fs/chunkstat.h): opens, fsyncs (answered
+ *   - Statistics charged here (fs/stats/chunkstat.h): opens, fsyncs (answered
  *     from the committer: the latency includes the commit), punch-hole
- *     discards. READ and WRITE are fs/data.c's.
+ *     discards. READ and WRITE are fs/fuse/data.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,12 +46,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/chunkstat.h"
-#include "fs/daemon.h"
-#include "fs/data.h"
-#include "fs/fs.h"
-#include "fs/killpriv.h"
-#include "fs/xattr.h"
+#include "fs/stats/chunkstat.h"
+#include "fs/fuse/daemon.h"
+#include "fs/fuse/data.h"
+#include "fs/meta/fs.h"
+#include "fs/fuse/killpriv.h"
+#include "fs/fuse/xattr.h"
 
 #define FS() (cfs_daemon.fs)
 
@@ -175,7 +175,7 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	/* Not the first version (we would have to guess CAP_FSETID): the
 	 * second, which libfuse 3.14 does not know, is added to the INIT reply
-	 * by fs/killpriv.c. */
+	 * by fs/fuse/killpriv.c. */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/* Locks are the kernel's, locally (see the top of this file). */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -307,7 +307,7 @@ static void setattr_go(fuse_req_t req, struct cfs_inode *inode, const void *args
 		set.ctime_ns = ts_ns(&st->st_ctim);
 	}
 	/* FATTR_KILL_SUIDGID (chown; truncate without CAP_FSETID) arrives as
-	 * this bit: fs/killpriv.h. */
+	 * this bit: fs/fuse/killpriv.h. */
 	if (to_set & FUSE_SET_ATTR_KILL_SUID)
 		set.valid |= CFS_SET_KILL_SUIDGID;
 	ret = cfs_ns_setattr(FS(), ino, &set, &attr, &zero);
@@ -492,7 +492,7 @@ static void open_dropped(struct cfs_inode *inode, const struct fuse_file_info *f
 }
 
 /* The kernel asks to clear suid/sgid on every write by a caller without
- * CAP_FSETID (fs/killpriv.h): the bits are read without the lock, so only a
+ * CAP_FSETID (fs/fuse/killpriv.h): the bits are read without the lock, so only a
  * file that has them takes the slow path. */
 static bool has_suidgid(const struct cfs_inode *inode)
 {
@@ -781,7 +781,7 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 		return;
 	}
 	/* With FUSE_HANDLE_KILLPRIV_V2 the kernel neither clears suid/sgid for
-	 * fallocate nor flags the request (fs/killpriv.h): clear them for any
+	 * fallocate nor flags the request (fs/fuse/killpriv.h): clear them for any
 	 * caller but root, which stands in for CAP_FSETID here. */
 	if (fi && fi->fh &&
 	    !suidgid_cleared_first(req, fuse_req_ctx(req)->uid != 0, ino, fh_inode(fi)))

@@ -15,7 +15,7 @@
  *
  * The allocator is not persisted: at mount it is rebuilt from the extent maps
  * (cfs_alloc_reserve() for every mapped unit), so the log needs no
- * allocation records (CFS_LOG_ALLOC_* stay unused; see fs/FORMAT.md).
+ * allocation records (CFS_LOG_ALLOC_* stay unused; see fs/format/FORMAT.md).
  *
  * What it does not do: I/O (discards are issued by the caller of
  * cfs_alloc_commit_done() through its callback), logging, or knowing files.

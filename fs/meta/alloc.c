@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/alloc.h"
-#include "fs/fs.h"
+#include "fs/meta/alloc.h"
+#include "fs/meta/fs.h"
 
 struct busy_range {
 	uint64_t first_unit;

@@ -26,8 +26,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs/fs.h"
-#include "fs/journal.h"
+#include "fs/meta/fs.h"
+#include "fs/meta/journal.h"
 
 #define TAIL_SEG_BYTES (256u * 1024)
 #define REPLAY_WINDOW_BYTES (4u << 20)

@@ -6,7 +6,7 @@
  *
  * Invariant: every byte this file writes is little-endian and checksummed,
  * and every byte it reads is verified before it is believed. The on-disk
- * layout is pinned in fs/format_check.h and described in fs/FORMAT.md.
+ * layout is pinned in fs/format/format_check.h and described in fs/format/FORMAT.md.
  *
  * What it does NOT do: no I/O on the store (callers read/write blocks), no
  * interpretation of log record payloads (the daemon owns them), no memory
@@ -26,8 +26,8 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no malloc per record */
 #include <xxhash.h>
 
-#include "fs/format.h"
-#include "fs/format_check.h"
+#include "fs/format/format.h"
+#include "fs/format/format_check.h"
 
 /* ---- assertions ----------------------------------------------------------
  * Always on: a superblock written from an invalid struct would make the

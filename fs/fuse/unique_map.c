@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "fs/unique_map.h"
+#include "fs/fuse/unique_map.h"
 
 #define SLOT_EMPTY 0ull
 #define SLOT_TOMB UINT64_MAX

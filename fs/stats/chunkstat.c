@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs/chunkstat.h"
+#include "fs/stats/chunkstat.h"
 
 static inline void add64(uint64_t *p, uint64_t v)
 {

@@ -5,7 +5,7 @@
  *
  *   chunkfs SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]
  *   mount.chunkfs SOURCE MOUNTPOINT [-sfnv] [-o opts]        (mount(8) helper)
- *   chunkfs stat [...]            statistics of mounted chunks (fs/statcmd.c)
+ *   chunkfs stat [...]            statistics of mounted chunks (fs/stats/statcmd.c)
  *
  * The sequence (fs/DAEMON.md, "Mount experience"):
  *   1. parse and check every option (usage errors exit 1);
@@ -60,13 +60,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/daemon.h"
-#include "fs/data.h"
-#include "fs/format.h"
-#include "fs/fs.h"
-#include "fs/killpriv.h"
-#include "fs/statcmd.h"
-#include "fs/transport_uring.h"
+#include "fs/fuse/daemon.h"
+#include "fs/fuse/data.h"
+#include "fs/format/format.h"
+#include "fs/meta/fs.h"
+#include "fs/fuse/killpriv.h"
+#include "fs/stats/statcmd.h"
+#include "fs/fuse/transport_uring.h"
 #include "iopath/iopath.h"
 
 #ifndef CFS_VERSION

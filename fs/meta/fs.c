@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/fs.h"
+#include "fs/meta/fs.h"
 
 _Noreturn void cfs_fs_assert_fail(const char *expr, const char *file, int line, const char *func)
 {
