@@ -59,6 +59,7 @@ LIBS_BLKID  := -lblkid
 LIBS_FUSE   := -lfuse3
 
 # ---- sources ---------------------------------------------------------------
+BASE_SRCS      := $(wildcard fs/base/*.c)
 FORMAT_SRCS    := fs/format/format.c
 IOPATH_SRCS    := $(wildcard iopath/*.c)
 DAEMON_SRCS    := $(wildcard fs/stats/*.c fs/meta/*.c fs/fuse/*.c)
@@ -70,6 +71,7 @@ BENCH_SRCS     := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
+LIB_BASE   := $(B)/libcfs_base.a
 LIB_FORMAT := $(B)/libcfs_format.a
 LIB_IOPATH := $(B)/libcfs_iopath.a
 LIB_DAEMON := $(B)/libcfs_daemon.a
@@ -92,6 +94,10 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(FUSE_CFLAGS) $(BLKID_CFLAGS) -c -o $@ $<
 
+$(LIB_BASE): $(call obj,$(BASE_SRCS))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
 $(LIB_FORMAT): $(call obj,$(FORMAT_SRCS))
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
@@ -105,20 +111,20 @@ $(LIB_DAEMON): $(call obj,$(filter-out fs/fuse/main.c,$(DAEMON_SRCS)))
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
+$(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 # fsck repairs through the daemon's metadata engine (libcfs_daemon.a); the
 # linker takes only the engine's objects, so it needs no libfuse.
-$(B)/fsck.chunkfs: $(call obj,$(FSCK_SRCS)) $(LIB_DAEMON) $(LIB_FORMAT) $(LIB_IOPATH)
+$(B)/fsck.chunkfs: $(call obj,$(FSCK_SRCS)) $(LIB_DAEMON) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
-$(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH)
+$(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH)
 
 # Each unit test is its own binary, so a crash names its module. Every test links
 # every library; the linker keeps only what the test uses.
-UNIT_LIBS := $(if $(DAEMON_SRCS),$(LIB_DAEMON)) $(LIB_FORMAT) $(LIB_IOPATH)
+UNIT_LIBS := $(if $(DAEMON_SRCS),$(LIB_DAEMON)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
@@ -128,7 +134,7 @@ $(B)/bench/fuse_null: $(B)/obj/bench/fuse_null.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE)
 
-$(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH)
+$(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
@@ -160,7 +166,7 @@ FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 FUZZ_CFLAGS  := -g -O1 -std=gnu11 -pthread -Wall -Wextra -Wno-unused-parameter \
 		-fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_LIBSRCS := $(FORMAT_SRCS) $(IOPATH_SRCS) $(filter-out fs/fuse/main.c,$(DAEMON_SRCS)) \
+FUZZ_LIBSRCS := $(BASE_SRCS) $(FORMAT_SRCS) $(IOPATH_SRCS) $(filter-out fs/fuse/main.c,$(DAEMON_SRCS)) \
 		mkchunkfs/opts.c mkchunkfs/fsck_model.c
 FUZZ_LINK    := $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
 
@@ -251,7 +257,7 @@ deb:
 	@ls -l build/deb/*.deb
 
 lint:
-	clang-format --dry-run -Werror $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*/*.h iopath/*.h
+	clang-format --dry-run -Werror $(BASE_SRCS) $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*/*.h iopath/*.h
 
 clean:
 	rm -rf build

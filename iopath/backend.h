@@ -18,16 +18,8 @@
 #include <stdlib.h>
 #include <sys/types.h>
 
+#include "fs/base/assert.h"
 #include "iopath/iopath.h"
-
-/* Always-on assertion for invariants whose violation would corrupt data
- * (alignment, bounds, counts). Plain assert() is for debug-only checks. */
-_Noreturn void cfs_io_assert_fail(const char *expr, const char *file, int line, const char *func);
-#define CFS_ASSERT(expr)                                                                           \
-	do {                                                                                       \
-		if (__builtin_expect(!(expr), 0))                                                  \
-			cfs_io_assert_fail(#expr, __FILE__, __LINE__, __func__);                   \
-	} while (0)
 
 #define CFS_BACKEND_OPS_VERSION 1
 

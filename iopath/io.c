@@ -40,13 +40,6 @@
 
 #define ARENA_HUGE_MIN_BYTES (2u << 20) /* THP size: below it madvise is moot */
 
-_Noreturn void cfs_io_assert_fail(const char *expr, const char *file, int line, const char *func)
-{
-	fprintf(stderr, "chunkfs iopath: %s:%d: %s: assertion failed: %s\n", file, line, func,
-		expr);
-	abort();
-}
-
 /* ---- statistics helpers (relaxed atomics on the caller's counters) ------ */
 
 static inline void stat_add(uint64_t *counter, uint64_t v)

@@ -26,25 +26,9 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no malloc per record */
 #include <xxhash.h>
 
+#include "fs/base/assert.h"
 #include "fs/format/format.h"
 #include "fs/format/format_check.h"
-
-/* ---- assertions ----------------------------------------------------------
- * Always on: a superblock written from an invalid struct would make the
- * store unmountable, which is worse than stopping mkchunkfs or the daemon. */
-
-__attribute__((noreturn, cold)) static void format_assert_fail(const char *expr, const char *file,
-							       int line, const char *func)
-{
-	fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", file, line, func, expr);
-	abort();
-}
-
-#define CFS_ASSERT(expr)                                                                           \
-	do {                                                                                       \
-		if (__builtin_expect(!(expr), 0))                                                  \
-			format_assert_fail(#expr, __FILE__, __LINE__, __func__);                   \
-	} while (0)
 
 static int fail(const char **why, const char *reason, int err)
 {

@@ -65,6 +65,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "fs/base/assert.h"
 #include "fs/fuse/data.h"
 #include "fs/meta/fs.h"
 #include "fs/fuse/transport_uring.h"
@@ -241,7 +242,7 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 
 	/* main.c only receives a request when a context is free, and every
 	 * request takes at most one. */
-	CFS_FS_ASSERT(c);
+	CFS_ASSERT(c);
 	c->owner = l;
 	c->req = req;
 	c->inode = inode;
@@ -389,7 +390,7 @@ static void resume(struct cfs_loop *l, struct ctx *c)
 		then_go(l, c);
 		break;
 	default:
-		CFS_FS_ASSERT(!"parked request of no kind");
+		CFS_ASSERT(!"parked request of no kind");
 	}
 }
 
@@ -461,7 +462,7 @@ void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_the
 	struct cfs_loop *l = tls_loop;
 	struct ctx *c;
 
-	CFS_FS_ASSERT(args_bytes <= CFS_DATA_THEN_ARGS_MAX);
+	CFS_ASSERT(args_bytes <= CFS_DATA_THEN_ARGS_MAX);
 	if (!l || !inode || !atomic_load_explicit(&inode->behind_writes, memory_order_acquire)) {
 		fn(req, inode, args);
 		return;
@@ -480,7 +481,7 @@ static void zmap_set(struct ctx *c, uint64_t offset_bytes, uint64_t length_bytes
 	uint64_t last = (offset_bytes + length_bytes - c->base_bytes + ZMAP_GRAIN_BYTES - 1) /
 			ZMAP_GRAIN_BYTES;
 
-	CFS_FS_ASSERT(offset_bytes >= c->base_bytes && last <= ZMAP_WORDS * 64u);
+	CFS_ASSERT(offset_bytes >= c->base_bytes && last <= ZMAP_WORDS * 64u);
 	for (uint64_t g = first; g < last; g++)
 		c->zmap[g / 64] |= 1ull << (g % 64);
 }
@@ -701,7 +702,7 @@ static struct part *part_new(struct ctx *c, uint8_t op, uint64_t file_offset_byt
 {
 	struct part *p = &c->parts[c->nparts++];
 
-	CFS_FS_ASSERT(c->nparts <= PARTS_PER_ROUND);
+	CFS_ASSERT(c->nparts <= PARTS_PER_ROUND);
 	memset(&p->rmw, 0, sizeof(p->rmw));
 	p->ctx = c;
 	p->is_rmw = rmw;
@@ -748,7 +749,7 @@ static int prepare_read(struct cfs_loop *l, struct ctx *c)
 			bool written;
 			uint64_t n = cfs_extent_written_span(c->map, pos, run_end - pos, &written);
 
-			CFS_FS_ASSERT(n > 0);
+			CFS_ASSERT(n > 0);
 			if (written) {
 				if (first == UINT64_MAX)
 					first = pos;
@@ -865,7 +866,7 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 	if (c->nparts == 0) {
 		/* All holes (the prepare loops stop only at the end or when
 		 * parts ran out), or an error. */
-		CFS_FS_ASSERT(ret < 0 || c->cursor_bytes >= c->end_bytes);
+		CFS_ASSERT(ret < 0 || c->cursor_bytes >= c->end_bytes);
 		ctx_finish(l, c);
 		return;
 	}

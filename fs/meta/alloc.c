@@ -17,11 +17,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/base/assert.h"
 #include "fs/meta/alloc.h"
-#include "fs/meta/fs.h"
 
 struct busy_range {
 	uint64_t first_unit;
@@ -63,10 +64,10 @@ static void bits_change(struct cfs_alloc *a, uint64_t first, uint64_t count, boo
 			n = end - u;
 		mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << shift;
 		if (value) {
-			CFS_FS_ASSERT((a->bits[word] & mask) == 0);
+			CFS_ASSERT((a->bits[word] & mask) == 0);
 			a->bits[word] |= mask;
 		} else {
-			CFS_FS_ASSERT((a->bits[word] & mask) == mask);
+			CFS_ASSERT((a->bits[word] & mask) == mask);
 			a->bits[word] &= ~mask;
 		}
 		u += n;
@@ -188,8 +189,8 @@ int cfs_alloc_get(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_uni
 		find_run(a, hint, a->unit_count, want_units, false, &first, &count) ||
 		find_run(a, 0, hint, want_units, false, &first, &count);
 	/* free_units > 0 guarantees a free bit somewhere. */
-	CFS_FS_ASSERT(found);
-	CFS_FS_ASSERT(count >= 1 && count <= want_units);
+	CFS_ASSERT(found);
+	CFS_ASSERT(count >= 1 && count <= want_units);
 	bits_change(a, first, count, true);
 	a->free_units -= count;
 	a->rotor = (first + count) % a->unit_count;
@@ -224,13 +225,13 @@ out_unlock:
 /* Units [first, +count) must be USED: set and on no busy range. */
 static void assert_used(const struct cfs_alloc *a, uint64_t first, uint64_t count)
 {
-	CFS_FS_ASSERT(first < a->unit_count && count <= a->unit_count - first);
-	CFS_FS_ASSERT(find_bit(a, first, first + count, false) == first + count);
+	CFS_ASSERT(first < a->unit_count && count <= a->unit_count - first);
+	CFS_ASSERT(find_bit(a, first, first + count, false) == first + count);
 #ifdef CFS_DEBUG
 	for (size_t i = 0; i < a->busy_len; i++) {
 		const struct busy_range *b = &a->busy[i];
 
-		CFS_FS_ASSERT(b->first_unit + b->count <= first || first + count <= b->first_unit);
+		CFS_ASSERT(b->first_unit + b->count <= first || first + count <= b->first_unit);
 	}
 #endif
 }
@@ -338,7 +339,7 @@ void cfs_alloc_stat(struct cfs_alloc *alloc, struct cfs_alloc_stat *st)
 	st->total_units = alloc->unit_count;
 	st->free_units = alloc->free_units;
 	st->busy_units = alloc->busy_units;
-	CFS_FS_ASSERT(alloc->free_units + alloc->busy_units <= alloc->unit_count);
+	CFS_ASSERT(alloc->free_units + alloc->busy_units <= alloc->unit_count);
 	st->used_units = alloc->unit_count - alloc->free_units - alloc->busy_units;
 	pthread_mutex_unlock(&alloc->lock);
 }

@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/base/assert.h"
 #include "fs/meta/extent.h"
-#include "fs/meta/fs.h"
 
 #define WS_NONE ((uintptr_t)CFS_EXTENT_WS_NONE)
 #define WS_ALL ((uintptr_t)CFS_EXTENT_WS_ALL)
@@ -122,7 +122,7 @@ int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint
 	geom->max_units = geom->root_slots * leaf;
 	geom->store_units = store_units;
 	geom->data_offset_bytes = data_offset_bytes;
-	CFS_FS_ASSERT(geom->max_units >= 2 * store_units);
+	CFS_ASSERT(geom->max_units >= 2 * store_units);
 	return 0;
 }
 
@@ -173,7 +173,7 @@ static slot_t *slot_ptr_alloc(struct cfs_extent_map *map, uint64_t fu)
 	_Atomic(slot_t *) *root = root_of(map);
 	slot_t *leaf;
 
-	CFS_FS_ASSERT(fu < g->max_units);
+	CFS_ASSERT(fu < g->max_units);
 	if (!root) {
 		root = calloc(g->root_slots, sizeof(*root));
 		if (!root)
@@ -534,12 +534,12 @@ int cfs_extent_mark_written(struct cfs_extent_map *map, uint64_t offset_bytes,
 	uint64_t rel, store_first, fu_first;
 	uint64_t pos = offset_bytes;
 
-	CFS_FS_ASSERT((offset_bytes & (g->sector_bytes - 1)) == 0);
-	CFS_FS_ASSERT((length_bytes & (g->sector_bytes - 1)) == 0);
-	CFS_FS_ASSERT(device_offset_bytes >= g->data_offset_bytes);
+	CFS_ASSERT((offset_bytes & (g->sector_bytes - 1)) == 0);
+	CFS_ASSERT((length_bytes & (g->sector_bytes - 1)) == 0);
+	CFS_ASSERT(device_offset_bytes >= g->data_offset_bytes);
 	rel = device_offset_bytes - g->data_offset_bytes;
 	/* The device range was derived from the same offset within the unit. */
-	CFS_FS_ASSERT((rel & (g->unit_bytes - 1)) == (offset_bytes & (g->unit_bytes - 1)));
+	CFS_ASSERT((rel & (g->unit_bytes - 1)) == (offset_bytes & (g->unit_bytes - 1)));
 	store_first = rel >> g->unit_shift;
 	fu_first = offset_bytes >> g->unit_shift;
 
@@ -824,8 +824,8 @@ void cfs_extent_view_bits(const struct cfs_extent_unit_view *view, uint32_t firs
 {
 	uint32_t bytes = (sector_count + 7) / 8;
 
-	CFS_FS_ASSERT(first_sector <= view->sector_count);
-	CFS_FS_ASSERT(sector_count <= view->sector_count - first_sector);
+	CFS_ASSERT(first_sector <= view->sector_count);
+	CFS_ASSERT(sector_count <= view->sector_count - first_sector);
 	if (view->state != CFS_EXTENT_WS_BITMAP) {
 		memset(out, view->state == CFS_EXTENT_WS_ALL ? 0xff : 0, bytes);
 		if (sector_count % 8)

@@ -2,7 +2,7 @@
 /*
  * fs.c — the mounted filesystem object: mount (superblocks, snapshot, log
  * replay, orphans), the RAM temp mount, unmount (final snapshot + CLEAN),
- * read-only after a failed metadata write, logging and assertions.
+ * read-only after a failed metadata write, logging.
  *
  * Main invariant: once cfs_fs_open*() returns, the in-memory state is the
  * truth and the store holds a prefix of it (snapshot + durable log); the
@@ -17,13 +17,6 @@
 #include <string.h>
 
 #include "fs/meta/fs.h"
-
-_Noreturn void cfs_fs_assert_fail(const char *expr, const char *file, int line, const char *func)
-{
-	fprintf(stderr, "chunkfs: %s:%d: %s: assertion failed: %s\n", file, line, func, expr);
-	fflush(stderr);
-	abort();
-}
 
 void cfs_fs_log(struct cfs_fs *fs, const char *fmt, ...)
 {

@@ -29,16 +29,6 @@
 #include "fs/meta/namespace.h"
 #include "iopath/iopath.h"
 
-/* Always-on assertion for invariants whose violation would corrupt data
- * (refcounts, bounds, unit ownership). Prints file, line, function and the
- * expression, then aborts. Plain assert() is for debug-only checks. */
-_Noreturn void cfs_fs_assert_fail(const char *expr, const char *file, int line, const char *func);
-#define CFS_FS_ASSERT(expr)                                                                        \
-	do {                                                                                       \
-		if (__builtin_expect(!(expr), 0))                                                  \
-			cfs_fs_assert_fail(#expr, __FILE__, __LINE__, __func__);                   \
-	} while (0)
-
 /* RAM mount geometry: synthetic, nothing persisted. 64 KiB units keep memory
  * returned on punch and unlink fine-grained (the RAM backend frees discarded
  * pages) at a map cost of 32 bytes per 64 KiB. */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fs/base/assert.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/journal.h"
 
@@ -243,7 +244,7 @@ static uint8_t *txn_reserve(struct cfs_txn *txn, uint16_t type, uint32_t payload
 	size_t need = (TXN_ENTRY_HEADER + payload_bytes + 7) & ~(size_t)7;
 	uint8_t *entry;
 
-	CFS_FS_ASSERT(payload_bytes <= CFS_LOG_MAX_PAYLOAD);
+	CFS_ASSERT(payload_bytes <= CFS_LOG_MAX_PAYLOAD);
 	if (txn->failed)
 		return NULL;
 	if (txn->used_bytes + need > txn->size_bytes) {
@@ -284,7 +285,7 @@ void cfs_txn_inode(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ino
 {
 	uint8_t *p;
 
-	CFS_FS_ASSERT(type == CFS_LOG_INODE_CREATE || type == CFS_LOG_INODE_UPDATE);
+	CFS_ASSERT(type == CFS_LOG_INODE_CREATE || type == CFS_LOG_INODE_UPDATE);
 	p = txn_reserve(txn, type, INODE_FIXED + rec->target_length);
 	if (p)
 		enc_inode(p, rec);
@@ -342,7 +343,7 @@ void cfs_txn_extent(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ex
 {
 	uint8_t *p;
 
-	CFS_FS_ASSERT(type == CFS_LOG_EXTENT_MAP || type == CFS_LOG_EXTENT_UNMAP);
+	CFS_ASSERT(type == CFS_LOG_EXTENT_MAP || type == CFS_LOG_EXTENT_UNMAP);
 	p = txn_reserve(txn, type, EXTENT_BYTES);
 	if (p)
 		enc_extent(p, rec);
@@ -446,7 +447,7 @@ static void tail_append(struct cfs_journal *j, uint16_t type, uint16_t flags, co
 	}
 	ret = cfs_log_record_encode(j->tail_last->data + j->tail_last->used_bytes, bytes, type,
 				    flags, seq, j->fs->log_seed, payload, length);
-	CFS_FS_ASSERT(ret == (int)bytes);
+	CFS_ASSERT(ret == (int)bytes);
 	j->tail_last->used_bytes += bytes;
 	j->pending_bytes += bytes;
 }
@@ -544,7 +545,7 @@ int cfs_snap_add(struct cfs_snap_builder *sb, uint16_t type, const void *payload
 	}
 	ret = cfs_log_record_encode(sb->buf + sb->used_bytes, bytes, type, 0, sb->record_count,
 				    sb->journal->fs->log_seed, payload, payload_length_bytes);
-	CFS_FS_ASSERT(ret == (int)bytes);
+	CFS_ASSERT(ret == (int)bytes);
 	sb->used_bytes += bytes;
 	sb->record_count++;
 	return 0;
@@ -715,7 +716,7 @@ static size_t frame_padding(struct cfs_fs *fs, uint8_t *out, uint64_t gap, uint6
 		ret = cfs_log_record_encode(out + written, (size_t)gap, CFS_LOG_NOOP, 0, (*seq)++,
 					    fs->log_seed, out + written + CFS_LOG_HEADER_BYTES,
 					    (uint32_t)payload);
-		CFS_FS_ASSERT(ret > 0 && (uint64_t)ret <= gap);
+		CFS_ASSERT(ret > 0 && (uint64_t)ret <= gap);
 		written += (size_t)ret;
 		gap -= (uint64_t)ret;
 	}
@@ -837,7 +838,7 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	}
 	body = sb.used_bytes - CFS_SNAP_HEADER_BYTES;
 	total = sb.used_bytes;
-	CFS_FS_ASSERT(total % align == 0);
+	CFS_ASSERT(total % align == 0);
 	if (total + align > half_bytes) {
 		ret = -ENOSPC;
 		goto out_free;
@@ -845,7 +846,7 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	/* The first log block after the snapshot is zeroed (FORMAT.md 7.2). */
 	memset(sb.buf + total, 0, align);
 	ret = cfs_snap_seal(sb.buf, sb.size_bytes, body, sb.record_count, seq_start, fs->log_seed);
-	CFS_FS_ASSERT(ret == 0);
+	CFS_ASSERT(ret == 0);
 
 	/* The written bits in the snapshot describe data: make it durable first. */
 	ret = meta_flush(fs);
@@ -886,7 +887,7 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	j->log_start_bytes = cfs_sb_log_offset_bytes(&fs->sb);
 	j->log_end_bytes = half_offset + half_bytes;
 	set_log_offset(j, j->log_start_bytes);
-	CFS_FS_ASSERT(j->log_start_bytes == half_offset + total);
+	CFS_ASSERT(j->log_start_bytes == half_offset + total);
 	atomic_store(&j->snapshot_bytes, total);
 	atomic_store(&j->meta_full, total > meta_limit_bytes(fs));
 	atomic_fetch_add(&j->snapshots, 1);
@@ -974,7 +975,7 @@ static int commit_once(struct cfs_journal *j, bool force)
 			memcpy(j->io_buf + off, s->data, s->used_bytes);
 			off += s->used_bytes;
 		}
-		CFS_FS_ASSERT(ret || off == bytes);
+		CFS_ASSERT(ret || off == bytes);
 		if (ret == -ENOMEM) {
 			tail_free(batch);
 			return cfs_journal_snapshot(j, false);

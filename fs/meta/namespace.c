@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fs/base/assert.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
 
@@ -280,7 +281,7 @@ static void table_remove(struct cfs_ns *ns, struct cfs_inode *inode)
 	struct cfs_inode **link = &ns->table[ino_hash(inode->ino, ns->table_size)];
 
 	while (*link != inode) {
-		CFS_FS_ASSERT(*link);
+		CFS_ASSERT(*link);
 		link = &(*link)->hash_next;
 	}
 	*link = inode->hash_next;
@@ -459,7 +460,7 @@ static void dir_remove(struct cfs_dir *dir, struct cfs_dirent *d)
 	uint64_t at;
 
 	while (*link != d) {
-		CFS_FS_ASSERT(*link);
+		CFS_ASSERT(*link);
 		link = &(*link)->hash_next;
 	}
 	*link = d->hash_next;
@@ -468,7 +469,7 @@ static void dir_remove(struct cfs_dir *dir, struct cfs_dirent *d)
 	while (at < dir->order_len && dir->order[at].cookie == d->cookie &&
 	       dir->order[at].dirent != d)
 		at++;
-	CFS_FS_ASSERT(at < dir->order_len && dir->order[at].dirent == d);
+	CFS_ASSERT(at < dir->order_len && dir->order[at].dirent == d);
 	dir->order[at].dirent = NULL;
 	dir->order_holes++;
 	dir->entry_count--;
@@ -544,7 +545,7 @@ static void inode_put(struct cfs_inode *inode)
 {
 	uint64_t old = atomic_fetch_sub(&inode->life, 1);
 
-	CFS_FS_ASSERT(old & LIFE_REFS_MASK);
+	CFS_ASSERT(old & LIFE_REFS_MASK);
 	if (old == 1)
 		inode_free(inode); /* out of the table: the table holds a reference */
 }
@@ -685,8 +686,8 @@ static void inode_maybe_delete(struct cfs_fs *fs, struct cfs_inode *inode)
 		pthread_mutex_unlock(&inode->lock);
 		return;
 	}
-	CFS_FS_ASSERT(inode->ino != CFS_ROOT_INO);
-	CFS_FS_ASSERT(!inode->dir || inode->dir->entry_count == 0);
+	CFS_ASSERT(inode->ino != CFS_ROOT_INO);
+	CFS_ASSERT(!inode->dir || inode->dir->entry_count == 0);
 	atomic_fetch_or(&inode->flags, CFS_INODE_F_DELETED);
 	cfs_txn_begin(&txn, fs->journal);
 	cfs_txn_inode_delete(&txn, inode->ino);
@@ -824,7 +825,7 @@ void cfs_ns_forget(struct cfs_fs *fs, uint64_t ino, uint64_t count)
 		return;
 	}
 	old = atomic_fetch_sub(&inode->nlookup, count);
-	CFS_FS_ASSERT(old >= count);
+	CFS_ASSERT(old >= count);
 	last = old == count;
 	if (last)
 		inode_get(inode);
@@ -1199,7 +1200,7 @@ static int remove_common(struct cfs_fs *fs, uint64_t parent, const char *name, b
 		inode->nlink = 0;
 		dir->nlink--;
 	} else {
-		CFS_FS_ASSERT(inode->nlink > 0);
+		CFS_ASSERT(inode->nlink > 0);
 		inode->nlink--;
 	}
 	atomic_store(&inode->ctime_ns, now);
@@ -1247,7 +1248,7 @@ static bool is_within(struct cfs_ns *ns, struct cfs_inode *dir, uint64_t ancesto
 			return false;
 		ino = at->parent_ino;
 	}
-	CFS_FS_ASSERT(!"directory parent chain has a cycle");
+	CFS_ASSERT(!"directory parent chain has a cycle");
 	return true;
 }
 
@@ -1293,7 +1294,7 @@ int cfs_ns_rename(struct cfs_fs *fs, uint64_t parent, const char *name, uint64_t
 	de = dir_find(dp->dir, new_name, dlen);
 	if (de) {
 		dst = table_find(ns, de->ino);
-		CFS_FS_ASSERT(dst);
+		CFS_ASSERT(dst);
 	}
 	if (exchange && !de) {
 		ret = -ENOENT;
@@ -1840,7 +1841,7 @@ void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode)
 	struct cfs_ns *ns = ns_of(fs);
 	uint32_t old = atomic_fetch_sub(&inode->open_count, 1);
 
-	CFS_FS_ASSERT(old >= 1);
+	CFS_ASSERT(old >= 1);
 	if (old == 1) {
 		pthread_rwlock_wrlock(&ns->lock);
 		if (!(atomic_load(&inode->flags) & CFS_INODE_F_DELETED))
@@ -1865,7 +1866,7 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode)
 	if (pinned)
 		inode_get(inode);
 	old = atomic_fetch_sub(&inode->life, LIFE_IO);
-	CFS_FS_ASSERT(old >= LIFE_IO);
+	CFS_ASSERT(old >= LIFE_IO);
 	if (old == LIFE_IO) {
 		inode_free(inode); /* deleted while the last I/O flew */
 		return;
@@ -1893,7 +1894,7 @@ int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t of
 		return 0;
 	if (end_bytes < offset_bytes || end_bytes > FILE_SIZE_MAX)
 		return -EFBIG;
-	CFS_FS_ASSERT(inode->map);
+	CFS_ASSERT(inode->map);
 	last = (end_bytes + g->unit_bytes - 1) >> g->unit_shift;
 	/* Lock-free fast path: everything mapped already (the common case). */
 	for (uint64_t fu = first; fu < last && !missing; fu++)
@@ -2871,7 +2872,7 @@ static uint64_t list_index(struct cfs_inode **list, uint64_t count, uint64_t ino
 		else
 			hi = mid;
 	}
-	CFS_FS_ASSERT(list[lo]->ino == ino);
+	CFS_ASSERT(list[lo]->ino == ino);
 	return lo;
 }
 
