@@ -68,6 +68,7 @@ MKFS_SRCS      := $(filter-out $(FSCK_SRCS),$(wildcard mkchunkfs/*.c))
 UNIT_SRCS      := $(wildcard tests/unit/test_*.c)
 TESTLIB_SRCS   := $(wildcard tests/lib/*.c)
 BENCH_SRCS     := $(wildcard bench/*.c)
+TESTPROG_SRCS  := $(wildcard tests/progs/*.c)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -85,6 +86,7 @@ PROGRAMS += $(B)/fsck.chunkfs
 endif
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
 BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
+TESTPROG_BINS := $(patsubst tests/progs/%.c,$(B)/tests/progs/%,$(TESTPROG_SRCS))
 
 .SECONDARY:
 .PHONY: all check check-unit check-asan bench-build demo install clean lint fuzz fuzz-build deb
@@ -138,7 +140,14 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
 
-bench-build: $(BENCH_BINS) $(PROGRAMS)
+# Programs the integration tests run (tests/progs/: loads no shell tool
+# makes, e.g. asynchronous O_DIRECT); built with the benchmarks, which the
+# integration tests also need.
+$(B)/tests/progs/%: $(B)/obj/tests/progs/%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_IOPATH)
+
+bench-build: $(BENCH_BINS) $(TESTPROG_BINS) $(PROGRAMS)
 
 # make bench: every benchmark of issue 10 in one run, with a report in
 # bench/results/run-<time>/ (bench/run-all.sh; as root; about 35 minutes,
@@ -203,7 +212,7 @@ $(B)/tests/fuzz/%: $(B)/obj/tests/fuzz/%.o $(call obj,tests/fuzz/driver.c mkchun
 # ---- tests -----------------------------------------------------------------
 # tests/run.sh runs unit, golden and integration tests against build/$(BUILD)
 # and ends with one line "tests: N passed, N failed, N skipped".
-check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(FUZZ_REPLAY_BINS)
+check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(TESTPROG_BINS) $(FUZZ_REPLAY_BINS)
 	BUILD=$(BUILD) tests/run.sh
 
 check-unit: $(PROGRAMS) $(UNIT_BINS)

@@ -76,6 +76,10 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
 /* Open-file flags data.c cares about (ops.c keeps them in fi->fh). */
 #define CFS_FILE_DIRECT (1u << 0)   /* opened with O_DIRECT */
 #define CFS_FILE_UNCACHED (1u << 1) /* FOPEN_DIRECT_IO: writes bypass the page cache */
+/* Of one WRITE, not of the handle: an O_DIRECT write through the kernel's own
+ * direct path (the handle is cached); its range is dropped from the page
+ * cache once it is on the store, before the reply (fs/fuse/dio_inval.h). */
+#define CFS_FILE_DROP_CACHE_AFTER (1u << 2)
 
 int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, size_t size,
 		  uint64_t offset);

@@ -62,6 +62,7 @@
 
 #include "fs/fuse/daemon.h"
 #include "fs/fuse/data.h"
+#include "fs/fuse/dio_inval.h"
 #include "fs/format/format.h"
 #include "fs/meta/fs.h"
 #include "fs/fuse/killpriv.h"
@@ -1236,6 +1237,13 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 
+	/* Before the loops: they hand it O_DIRECT writes to answer. */
+	ret = cfs_dio_inval_start(d->se);
+	if (ret) {
+		say("cannot start the page cache worker: %s\n", strerror(-ret));
+		goto out_unmount;
+	}
+
 	/* Loops run with the stop signals blocked, so they arrive in the main
 	 * thread's ppoll and never interrupt a loop between two steps. */
 	sigemptyset(&block);
@@ -1317,6 +1325,8 @@ out_unmount:
 	fuse_session_unmount(d->se);
 	/* After the unmount released every entry the kernel held. */
 	cfs_uring_teardown();
+	/* After the unmount: its page cache drops no longer wait for reads. */
+	cfs_dio_inval_stop();
 	/* The checkpoint while the session still exists: fsyncs waiting in
 	 * the committer are answered from cfs_fs_close() and their requests
 	 * belong to the session (after the unmount the replies just fail). */

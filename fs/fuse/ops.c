@@ -430,10 +430,13 @@ static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, f
  *   - O_DIRECT open, no cached opens: FOPEN_DIRECT_IO (the fast path: the
  *     request goes straight to us, concurrent writes in parallel).
  *   - O_DIRECT open while cached opens exist: no FOPEN_DIRECT_IO; the
- *     kernel's own direct I/O path writes and then invalidates the range it
- *     wrote, as for any filesystem (writes to the file serialize on the
- *     inode lock while submitting; the mix is rare: a backup or a cat of a
- *     chunk the database writes with O_DIRECT).
+ *     kernel's own direct I/O path drops the range before the write and,
+ *     for a synchronous one, after it, as for any filesystem (writes to the
+ *     file serialize on the inode lock while submitting; the mix is rare: a
+ *     backup or a cat of a chunk the database writes with O_DIRECT). After
+ *     an asynchronous one it does not, and a buffered read during the write
+ *     re-caches old bytes: we drop the range ourselves once the write is on
+ *     the store, before answering it (write_flags(), fs/fuse/dio_inval.h).
  *   - Buffered open while FOPEN_DIRECT_IO handles exist: FOPEN_DIRECT_IO too
  *     (uncached, coherent by construction; a shared mmap is refused, as the
  *     kernel does for such handles).
@@ -601,6 +604,21 @@ static void cfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		cfs_reply_err(req, ret);
 }
 
+/* An O_DIRECT write of a cached handle came through the kernel's own direct
+ * path (open_file()), which does not drop the range from the page cache once
+ * an asynchronous write is done: we do, before answering (fs/fuse/dio_inval.h).
+ * The flags are the file's now (fcntl may have set O_DIRECT since the open);
+ * never for the kernel's write-back of mmap'ed pages (writepage), whose pages
+ * stay locked until it is answered. */
+static unsigned write_flags(const struct fuse_file_info *fi)
+{
+	unsigned flags = fh_flags(fi);
+
+	if ((fi->flags & O_DIRECT) && !fi->writepage && !(flags & CFS_FILE_UNCACHED))
+		flags |= CFS_FILE_DROP_CACHE_AFTER;
+	return flags;
+}
+
 static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 			 struct fuse_file_info *fi)
 {
@@ -612,7 +630,7 @@ static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 	}
 	if (!suidgid_cleared_first(req, cfs_killpriv_requested(), ino, fh_inode(fi)))
 		return;
-	ret = cfs_data_write(req, fh_inode(fi), fh_flags(fi), buf, size, (uint64_t)off);
+	ret = cfs_data_write(req, fh_inode(fi), write_flags(fi), buf, size, (uint64_t)off);
 	if (ret)
 		cfs_reply_err(req, ret);
 }
