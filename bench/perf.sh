@@ -37,7 +37,8 @@
 #       (up to ~20% at 1 MiB between two images of one run, bench/README.md),
 #       so an A/B of two daemons should run each on both; use an even -n
 #   -k  keep the images (the next run skips writing them)
-#   -R  directory for the CSV and the table (default bench/results)
+#   -R  directory for the CSV and the table (default bench/results/perf-<time>/,
+#       the run's folder: its notes.md goes beside them)
 #   -L  a device-bound store: the block layer throttles both loop devices
 #       (raw-loop's and cfs-loop's) to this many MB/s of reads and of writes
 #       each (cgroup v1 blkio.throttle at the root; stores written first, at
@@ -68,7 +69,7 @@
 # test (an unwritten sector reads as zeros without I/O and would fake read
 # numbers). Needs root (loop devices, mounts), fio, python3, and a built
 # tree (make). Nothing is left mounted or attached: a trap cleans up.
-# Output: table on stdout, raw CSV and the table in bench/results/.
+# Output: table on stdout, raw CSV and the table in bench/results/perf-<time>/.
 set -euo pipefail
 
 reps=3
@@ -141,7 +142,7 @@ quarter=$((wsb / 4))
 raw_bytes=$((2 * wsb))
 cfs_bytes=$((3 * wsb + (1 << 30)))
 stamp=$(date +%Y%m%d-%H%M%S)
-resdir=${resdir:-$root/bench/results}
+resdir=${resdir:-$root/bench/results/perf-$stamp}
 mkdir -p "$resdir"
 out=$resdir/perf-$stamp.csv
 table=$resdir/perf-$stamp.txt

@@ -25,7 +25,8 @@
 #   -n  repetitions (default 3)          -T  seconds per pgbench run (default 60)
 #   -s  pgbench scale (default 20)       -c  clients (default 4), -j threads (2)
 #   -S  size of each image (default 4G)  -d  directory of the images (/var/tmp)
-#   -o  CSV (default bench/results/pgbench-<time>.csv)
+#   -o  CSV (default bench/results/pgbench-<time>/pgbench-<time>.csv: the run's
+#       folder, for its notes.md)
 #   -F  afterwards, one diagnostic run on chunkfs with -d (every FUSE request
 #       logged): FUSE requests per transaction, by opcode
 #   -O  extra -o options for chunkfs
@@ -83,7 +84,8 @@ cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
 CFS_BIN=$CFS_WORK/bin
 
 stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$out" ] || { mkdir -p "$root/bench/results"; out=$root/bench/results/pgbench-$stamp.csv; }
+[ -n "$out" ] || out=$root/bench/results/pgbench-$stamp/pgbench-$stamp.csv
+mkdir -p "$(dirname "$out")"
 rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 # The filesystems: two images, two loop devices, the same size.

@@ -16,7 +16,8 @@
 #   -s  file size read (default 1G); -d image directory (default /var/tmp)
 #   -o  chunkfs -o options (default: none; transport=dev is the default)
 # CFS_BIN=dir: chunkfs and mkchunkfs from there (default build/release).
-# Needs root. Output: a table on stdout (medians), and in bench/results/.
+# Needs root. Output: a table on stdout (medians), and the CSV and the table in
+# bench/results/seqread-anatomy-<time>/ (the run's folder, for its notes.md).
 set -euo pipefail
 
 reps=5
@@ -112,7 +113,7 @@ if command -v perf >/dev/null && perf list 2>/dev/null | grep block:block_rq_com
 fi
 
 stamp=$(date +%Y%m%d-%H%M%S)
-resdir=$root/bench/results
+resdir=$root/bench/results/seqread-anatomy-$stamp
 mkdir -p "$resdir"
 cp "$csv" "$resdir/seqread-anatomy-$stamp.csv"
 python3 - "$csv" "${trace:-}" "$disk" "$disk_mm" <<'EOF' | tee "$resdir/seqread-anatomy-$stamp.txt"

@@ -18,7 +18,8 @@
 #   -n  repetitions (default 5)
 #   -r  seconds per fio run (default 20)
 #   -d  directory on a disk filesystem for the image (default /var/tmp)
-#   -o  CSV output (default bench/results/stats-overhead-<time>.csv)
+#   -o  CSV output (default bench/results/stats-overhead-<time>/stats-overhead-<time>.csv:
+#       the run's folder, for its notes.md)
 #   -b  block size (default 4k); -q queue depth (default 32);
 #   -w  fio rw (default randread)
 #   -N  do not (re)build; use build/$BUILD and build/$BUILD-nostats as they are
@@ -68,7 +69,7 @@ for v in stats nostats; do
 done
 
 stamp=$(date +%Y%m%d-%H%M%S)
-[ -n "$out" ] || out=$root/bench/results/stats-overhead-$stamp.csv
+[ -n "$out" ] || out=$root/bench/results/stats-overhead-$stamp/stats-overhead-$stamp.csv
 mkdir -p "$(dirname "$out")"
 work=$(mktemp -d "$dir/cfs-stats-overhead.XXXXXX")
 mnt=$work/mnt
