@@ -117,7 +117,7 @@ struct ctx {
 	bool direct;	      /* OP_READ: an O_DIRECT open (short reads are counted) */
 	bool behind;	      /* OP_WRITE: may be answered once queued (write-behind) */
 	bool answered;	      /* OP_WRITE: answered, not yet on the store */
-	bool drop_cache;      /* OP_WRITE: CFS_FILE_DROP_CACHE_AFTER */
+	uint8_t drop_cache;   /* OP_WRITE: CFS_FILE_DROP_CACHE_* */
 	int8_t behind_slot;   /* OP_WRITE: its inode->behind slot, or -1 */
 	uint64_t behind_seq;  /* OP_ZERO, OP_THEN: wait for write-behinds up to this */
 	uint32_t asked_bytes; /* OP_READ: the length the kernel asked for */
@@ -256,7 +256,7 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->direct = false;
 	c->behind = false;
 	c->answered = false;
-	c->drop_cache = false;
+	c->drop_cache = 0;
 	c->behind_slot = -1;
 	c->buf = NULL;
 	c->nparts = 0;
@@ -564,7 +564,9 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		zmap_apply(c);
 		fuse_reply_buf(c->req, (char *)c->buf + (c->offset_bytes - c->base_bytes),
 			       c->length_bytes);
-	} else if (c->op == OP_WRITE && c->drop_cache) {
+	} else if (c->op == OP_WRITE && ((c->drop_cache & CFS_FILE_DROP_CACHE_AFTER) ||
+					 ((c->drop_cache & CFS_FILE_DROP_CACHE_IF_MAPPED) &&
+					  atomic_load(&c->inode->uncached_mapped)))) {
 		cfs_dio_inval_reply_write(c->req, c->inode->ino, c->offset_bytes, c->length_bytes);
 	} else if (c->op == OP_WRITE) {
 		fuse_reply_write(c->req, c->length_bytes);
@@ -1122,7 +1124,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	c = ctx_start(l, req, inode, OP_WRITE);
 	c->offset_bytes = offset;
 	c->length_bytes = (uint32_t)size;
-	c->drop_cache = file_flags & CFS_FILE_DROP_CACHE_AFTER;
+	c->drop_cache = file_flags & (CFS_FILE_DROP_CACHE_AFTER | CFS_FILE_DROP_CACHE_IF_MAPPED);
 	if (l->ram && ram_write(l, c, data))
 		return 0;
 	c->base_bytes = align_down(offset, l->granule_bytes);

@@ -80,6 +80,9 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
  * direct path (the handle is cached); its range is dropped from the page
  * cache once it is on the store, before the reply (fs/fuse/dio_inval.h). */
 #define CFS_FILE_DROP_CACHE_AFTER (1u << 2)
+/* Of one WRITE: through an FOPEN_DIRECT_IO handle; dropped like the above if
+ * the file's pages were mapped (inode->uncached_mapped) when it landed. */
+#define CFS_FILE_DROP_CACHE_IF_MAPPED (1u << 3)
 
 int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, size_t size,
 		  uint64_t offset);

@@ -9,7 +9,14 @@
 #include "fs/fuse/daemon.h"
 #include "fs/fuse/killpriv.h"
 
+/* 7.39 (Linux 6.6): shared mmap of FOPEN_DIRECT_IO files, bit 36 of the INIT
+ * flags (bit 4 of flags2); Debian 12's uapi header (7.38) does not have it. */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
 static _Atomic uint64_t init_unique; /* the INIT request, until its reply */
+static uint64_t init_offered;	     /* the flags we add that its INIT offered */
 static _Thread_local bool kill_requested;
 
 void cfs_killpriv_note(const void *msg, size_t bytes)
@@ -33,10 +40,19 @@ void cfs_killpriv_note(const void *msg, size_t bytes)
 					 FUSE_OPEN_KILL_SUIDGID;
 		break;
 	case FUSE_INIT:
-		/* Only a kernel that offers it (7.33+) gets it in the reply. */
-		if (arg_bytes >= offsetof(struct fuse_init_in, flags2) &&
-		    (((const struct fuse_init_in *)arg)->flags & FUSE_HANDLE_KILLPRIV_V2))
-			atomic_store(&init_unique, in->unique);
+		/* Only a kernel that offers a flag gets it in the reply. */
+		if (arg_bytes >= offsetof(struct fuse_init_in, flags2)) {
+			const struct fuse_init_in *init = arg;
+			uint64_t flags = init->flags;
+
+			if ((flags & FUSE_INIT_EXT) &&
+			    arg_bytes >= offsetof(struct fuse_init_in, unused))
+				flags |= (uint64_t)init->flags2 << 32;
+			init_offered =
+				flags & (FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALLOW_MMAP);
+			if (init_offered)
+				atomic_store(&init_unique, in->unique);
+		}
 		break;
 	default:
 		break;
@@ -61,7 +77,14 @@ void cfs_killpriv_init_reply(struct iovec *iov, int count)
 	    iov[1].iov_len < offsetof(struct fuse_init_out, max_background))
 		return;
 	arg = iov[1].iov_base;
-	arg->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	arg->flags |= (uint32_t)(init_offered & FUSE_HANDLE_KILLPRIV_V2);
+	if ((init_offered & FUSE_DIRECT_IO_ALLOW_MMAP) &&
+	    iov[1].iov_len >= offsetof(struct fuse_init_out, unused)) {
+		/* Shared mmap of FOPEN_DIRECT_IO handles: fs/fuse/ops.c,
+		 * "page cache", says how the mapping stays coherent. */
+		arg->flags |= FUSE_INIT_EXT;
+		arg->flags2 |= (uint32_t)(FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
+	}
 }
 
 static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)

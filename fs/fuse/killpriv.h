@@ -19,6 +19,9 @@
  *   - cfs_killpriv_init_reply() adds the flag to the INIT reply, from a
  *     custom-I/O writev hook (cfs_killpriv_dev_io on /dev/fuse; the io_uring
  *     transport's own hook calls it too).
+ * The same INIT hook adds FUSE_DIRECT_IO_ALLOW_MMAP (7.39, Linux 6.6) when the
+ * kernel offers it: shared mmap of FOPEN_DIRECT_IO handles (fs/fuse/ops.c,
+ * "page cache").
  * SETATTR's FATTR_KILL_SUIDGID reaches handlers as FUSE_SET_ATTR_KILL_SUID
  * (the same bit). chunkfs stores no security.* xattrs, so there are no
  * capabilities to clear.

@@ -438,11 +438,21 @@ static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, f
  *     re-caches old bytes: we drop the range ourselves once the write is on
  *     the store, before answering it (write_flags(), fs/fuse/dio_inval.h).
  *   - Buffered open while FOPEN_DIRECT_IO handles exist: FOPEN_DIRECT_IO too
- *     (uncached, coherent by construction; a shared mmap is refused, as the
- *     kernel does for such handles).
+ *     (uncached, coherent by construction).
  *   - Buffered open otherwise: cached; keep the pages unless an
  *     FOPEN_DIRECT_IO write came since they were read (cache_stale).
  * Cached and uncached handles of one file never coexist.
+ *
+ * Shared mmap of an FOPEN_DIRECT_IO handle (FUSE_DIRECT_IO_ALLOW_MMAP,
+ * fs/fuse/killpriv.c): the kernel then caches the file's pages for the
+ * mapping, writes dirty ones back before an FOPEN_DIRECT_IO read or write of
+ * their range and drops the range before the write, not after it, so a
+ * mapped read during the write re-caches old bytes. The daemon sees the
+ * mapping as a READ without a lock owner on such a handle (the kernel's
+ * direct reads carry the caller's, FUSE_READ_LOCKOWNER; its page cache fills
+ * none): from then until the file's last uncached handle goes
+ * (uncached_mapped), its FOPEN_DIRECT_IO writes drop their range once on the
+ * store, before the reply, as above (fs/fuse/dio_inval.h).
  */
 static void open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_info *fi)
 {
@@ -478,9 +488,12 @@ static void open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_
 static void close_file(struct cfs_inode *inode, unsigned flags)
 {
 	pthread_mutex_lock(&inode->lock);
-	if (flags & CFS_FILE_UNCACHED)
-		inode->uncached_opens--;
-	else
+	if (flags & CFS_FILE_UNCACHED) {
+		/* No handle left that a mapping could hold: the next shared
+		 * mmap starts from an empty cache (the kernel drops it). */
+		if (--inode->uncached_opens == 0)
+			atomic_store(&inode->uncached_mapped, false);
+	} else
 		inode->cached_opens--;
 	pthread_mutex_unlock(&inode->lock);
 	cfs_cs_close();
@@ -599,6 +612,13 @@ static void cfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		cfs_reply_err(req, -EINVAL);
 		return;
 	}
+	/* The kernel's direct reads carry the caller's lock owner
+	 * (FUSE_READ_LOCKOWNER), its page cache fills none: a fill through an
+	 * FOPEN_DIRECT_IO handle is a shared mmap's (open_file()). Set before
+	 * the read goes to the store, so a write landing after it sees it. */
+	if ((fh_flags(fi) & CFS_FILE_UNCACHED) && !fi->lock_owner &&
+	    !atomic_load_explicit(&fh_inode(fi)->uncached_mapped, memory_order_relaxed))
+		atomic_store(&fh_inode(fi)->uncached_mapped, true);
 	ret = cfs_data_read(req, fh_inode(fi), fh_flags(fi), size, (uint64_t)off);
 	if (ret)
 		cfs_reply_err(req, ret);
@@ -614,7 +634,11 @@ static unsigned write_flags(const struct fuse_file_info *fi)
 {
 	unsigned flags = fh_flags(fi);
 
-	if ((fi->flags & O_DIRECT) && !fi->writepage && !(flags & CFS_FILE_UNCACHED))
+	if (fi->writepage)
+		return flags;
+	if (flags & CFS_FILE_UNCACHED)
+		flags |= CFS_FILE_DROP_CACHE_IF_MAPPED;
+	else if (fi->flags & O_DIRECT)
 		flags |= CFS_FILE_DROP_CACHE_AFTER;
 	return flags;
 }

@@ -105,6 +105,10 @@ struct cfs_inode {
 						  * buffered, or O_DIRECT by the kernel's
 						  * direct I/O path (ops.c, open_file()) */
 	uint32_t uncached_opens;		 /* [lock] handles with FOPEN_DIRECT_IO */
+	_Atomic bool uncached_mapped;		 /* [atomic] the page cache was filled
+						  * through an FOPEN_DIRECT_IO handle (a
+						  * shared mmap) since uncached_opens was
+						  * last 0 (fs/fuse/ops.c, "page cache") */
 	_Atomic bool cache_stale;		 /* [atomic] an FOPEN_DIRECT_IO write came
 						  * since the last cached open: pages the
 						  * kernel kept may be old */

@@ -2,7 +2,7 @@
 /*
  * dio_coherence — asynchronous O_DIRECT writes next to buffered readers.
  *
- *   dio_coherence FILE SECONDS [READERS]
+ *   dio_coherence FILE SECONDS [READERS [MODE]]
  *
  * The rule it checks: once an O_DIRECT write has completed, no read of any
  * kind returns older data for its range. READERS (default 2) child processes
@@ -12,7 +12,13 @@
  * content each time), and after each completion reads the region back
  * through a buffered descriptor of its own and compares it. Every 4 KiB
  * block carries its generation and offset, so a stale block says which
- * older write it still shows.
+ * older write it still shows. MODE:
+ *   read         (default) buffered opens first, then the O_DIRECT one (so
+ *                chunkfs gives it the kernel's direct path); readers and
+ *                read-back use pread;
+ *   mmap         the O_DIRECT open first (FOPEN_DIRECT_IO for every open);
+ *                readers and read-back read shared mappings (MAP_SHARED);
+ *   mmap-cached  buffered opens first, as read, with shared mappings.
  *
  * Exit 0: SECONDS passed and every read-back was right; 1: a read-back
  * showed older data (the first stale block is printed); 2: setup or I/O
@@ -20,12 +26,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <liburing.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,25 +90,41 @@ static void read_all(int fd, uint8_t *buf, uint32_t bytes, uint64_t offset)
 	}
 }
 
+static const uint8_t *map_shared(int fd)
+{
+	void *p = mmap(NULL, FILE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap(MAP_SHARED)");
+	return p;
+}
+
 /* A buffered reader: random ranges, as fast as it can, until killed. */
-static void reader(const char *path, unsigned seed)
+static void reader(const char *path, unsigned seed, bool mapped)
 {
 	static uint8_t buf[READ_BYTES];
 	int fd = open(path, O_RDONLY);
+	const uint8_t *map;
 
 	if (fd < 0)
 		die("reader open");
+	map = mapped ? map_shared(fd) : NULL;
 	for (;;) {
 		uint64_t off = ((uint64_t)rand_r(&seed) % (FILE_BYTES / BLOCK_BYTES)) * BLOCK_BYTES;
 
-		if (pread(fd, buf, READ_BYTES, (off_t)off) < 0)
+		if (map)
+			memcpy(buf, map + off,
+			       off + READ_BYTES <= FILE_BYTES ? READ_BYTES : FILE_BYTES - off);
+		else if (pread(fd, buf, READ_BYTES, (off_t)off) < 0)
 			die("reader pread");
 	}
 }
 
 int main(int argc, char **argv)
 {
-	const char *path;
+	const char *path, *mode = "read";
+	const uint8_t *map = NULL;
+	bool mapped, direct_first;
 	double seconds, start;
 	unsigned readers = 2, seed = (unsigned)getpid();
 	pid_t pids[READERS_MAX];
@@ -110,29 +134,55 @@ int main(int argc, char **argv)
 	uint64_t generation = 0, checked = 0;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: dio_coherence FILE SECONDS [READERS]\n");
+		fprintf(stderr,
+			"usage: dio_coherence FILE SECONDS [READERS [read|mmap|mmap-cached]]\n");
 		return 2;
 	}
 	path = argv[1];
 	seconds = atof(argv[2]);
 	if (argc > 3)
 		readers = (unsigned)atoi(argv[3]);
+	if (argc > 4)
+		mode = argv[4];
+	if (strcmp(mode, "read") && strcmp(mode, "mmap") && strcmp(mode, "mmap-cached")) {
+		fprintf(stderr, "dio_coherence: unknown mode %s\n", mode);
+		return 2;
+	}
+	mapped = strncmp(mode, "mmap", 4) == 0;
+	direct_first = strcmp(mode, "mmap") == 0;
 	if (readers > READERS_MAX)
 		readers = READERS_MAX;
 	if (posix_memalign((void **)&wbuf, BLOCK_BYTES, REGION_BYTES) ||
 	    !(want = malloc(FILE_BYTES)) || !(got = malloc(REGION_BYTES)))
 		die("memory");
 
-	/* Generation 0 everywhere, on the store before anyone reads. */
-	bfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	/* Generation 0 everywhere, on the store before anyone reads, written
+	 * through whichever open comes first. */
+	fill(want, 0, FILE_BYTES, 0);
+	if (direct_first) {
+		dfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+		if (dfd < 0)
+			die("open (O_DIRECT)");
+		for (uint32_t o = 0; o < FILE_BYTES; o += REGION_BYTES) {
+			memcpy(wbuf, want + o, REGION_BYTES);
+			if (pwrite(dfd, wbuf, REGION_BYTES, o) != (ssize_t)REGION_BYTES)
+				die("initial write");
+		}
+		if (fsync(dfd))
+			die("initial fsync");
+	}
+	bfd = open(path, O_RDWR | O_CREAT | (direct_first ? 0 : O_TRUNC), 0644);
 	if (bfd < 0)
 		die("open (buffered)");
-	fill(want, 0, FILE_BYTES, 0);
-	if (pwrite(bfd, want, FILE_BYTES, 0) != (ssize_t)FILE_BYTES || fsync(bfd))
-		die("initial write");
-	dfd = open(path, O_RDWR | O_DIRECT);
-	if (dfd < 0)
-		die("open (O_DIRECT)");
+	if (!direct_first) {
+		if (pwrite(bfd, want, FILE_BYTES, 0) != (ssize_t)FILE_BYTES || fsync(bfd))
+			die("initial write");
+		dfd = open(path, O_RDWR | O_DIRECT);
+		if (dfd < 0)
+			die("open (O_DIRECT)");
+	}
+	if (mapped)
+		map = map_shared(bfd);
 	ret = io_uring_queue_init(4, &ring, 0);
 	if (ret < 0) {
 		errno = -ret;
@@ -144,7 +194,7 @@ int main(int argc, char **argv)
 		if (pids[i] < 0)
 			die("fork");
 		if (pids[i] == 0)
-			reader(path, seed + i + 1);
+			reader(path, seed + i + 1, mapped);
 	}
 
 	start = now_s();
@@ -168,7 +218,10 @@ int main(int argc, char **argv)
 		memcpy(want + off, wbuf, REGION_BYTES);
 
 		/* The write has completed: its range must read back as written. */
-		read_all(bfd, got, REGION_BYTES, off);
+		if (map)
+			memcpy(got, map + off, REGION_BYTES);
+		else
+			read_all(bfd, got, REGION_BYTES, off);
 		if (memcmp(got, want + off, REGION_BYTES)) {
 			uint32_t b = 0, stale = 0;
 
@@ -209,9 +262,9 @@ int main(int argc, char **argv)
 	io_uring_queue_exit(&ring);
 	close(dfd);
 	close(bfd);
-	printf("dio_coherence: %llu asynchronous O_DIRECT writes of %u KiB, %llu read back right, "
-	       "%u buffered readers, %.1f s\n",
-	       (unsigned long long)generation, REGION_BYTES >> 10, (unsigned long long)checked,
-	       readers, now_s() - start);
+	printf("dio_coherence (%s): %llu asynchronous O_DIRECT writes of %u KiB, %llu read back "
+	       "right, %u buffered readers, %.1f s\n",
+	       mode, (unsigned long long)generation, REGION_BYTES >> 10,
+	       (unsigned long long)checked, readers, now_s() - start);
 	return status;
 }
