@@ -13,20 +13,25 @@
 #   -m pgdata: the whole data directory, WAL included, on the filesystem
 #      (keep -S at 4G or more: a fresh cluster has ~1000 files, and each one
 #      with data takes a chunkfs allocation unit, 1 MiB by default).
-# pgbench -i once per cluster, then N repetitions; each runs pgbench -n
+# pgbench -i (the bulk load: timed, with the database's disk use after it,
+# du) I times per cluster, then N repetitions; each runs pgbench -n
 # (tpcb-like) for T seconds on both, in alternating order (ext4 first in
 # odd repetitions), each run from a freshly started server after a
 # checkpoint. Prints the median tps of each, the ratio of the medians and
-# the median of the per-repetition ratios; writes one CSV line per run.
+# the median of the per-repetition ratios; writes one CSV line per run, and
+# the long CSV of the database benchmarks (bench/dbpair.sh) with -L.
 #
 # usage: bench/pgbench.sh [-n reps] [-T seconds] [-s scale] [-c clients]
 #                         [-j threads] [-S image-size] [-m tablespace|pgdata]
-#                         [-d dir] [-o out.csv] [-F] [-O chunkfs-opts]
+#                         [-d dir] [-o out.csv] [-L long.csv] [-I inits] [-F]
+#                         [-O chunkfs-opts]
 #   -n  repetitions (default 3)          -T  seconds per pgbench run (default 60)
 #   -s  pgbench scale (default 20)       -c  clients (default 4), -j threads (2)
 #   -S  size of each image (default 4G)  -d  directory of the images (/var/tmp)
 #   -o  CSV (default bench/results/pgbench-<time>/pgbench-<time>.csv: the run's
 #       folder, for its notes.md)
+#   -L  also the long CSV (bench/dbpair.sh): tps, latency, init_s, db_du
+#   -I  pgbench -i repetitions per cluster, alternated (default 3)
 #   -F  afterwards, one diagnostic run on chunkfs with -d (every FUSE request
 #       logged): FUSE requests per transaction, by opcode
 #   -O  extra -o options for chunkfs
@@ -45,11 +50,13 @@ dir=/var/tmp
 out=
 fuse_diag=0
 cfs_opts=
+long=
+inits=3
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
 
-while getopts "n:T:s:c:j:S:m:d:o:FO:h" opt; do
+while getopts "n:T:s:c:j:S:m:d:o:L:I:FO:h" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	T) secs=$OPTARG ;;
@@ -60,13 +67,15 @@ while getopts "n:T:s:c:j:S:m:d:o:FO:h" opt; do
 	m) mode=$OPTARG ;;
 	d) dir=$OPTARG ;;
 	o) out=$OPTARG ;;
+	L) long=$OPTARG ;;
+	I) inits=$OPTARG ;;
 	F) fuse_diag=1 ;;
 	O) cfs_opts=$OPTARG ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
 done
-for v in reps secs scale clients threads; do
+for v in reps secs scale clients threads inits; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "pgbench.sh: -$v: not a positive number: ${!v}" >&2; exit 2; }
 done
 case $mode in tablespace | pgdata) ;; *) echo "pgbench.sh: -m: tablespace or pgdata, not $mode" >&2; exit 2 ;; esac
@@ -74,6 +83,7 @@ case $mode in tablespace | pgdata) ;; *) echo "pgbench.sh: -m: tablespace or pgd
 export CFS_TEST_TMPDIR=$dir
 . "$root/tests/lib/common.sh"
 . "$root/tests/lib/pg.sh"
+. "$root/bench/dbpair.sh"
 cfs_require_fuse
 pg_require
 cfs_require_cmd mkfs.ext4 losetup
@@ -89,20 +99,10 @@ mkdir -p "$(dirname "$out")"
 rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 # The filesystems: two images, two loop devices, the same size.
-truncate -s "$size" "$CFS_WORK/ext4.img" "$CFS_WORK/chunkfs.img"
-cfs_loop_attach "$CFS_WORK/ext4.img"
-ext4_dev=$CFS_LOOP_DEV
-cfs_loop_attach "$CFS_WORK/chunkfs.img"
-cfs_dev=$CFS_LOOP_DEV
-mkfs.ext4 -q -F "$ext4_dev"
-"$CFS_BIN/mkchunkfs" -q "$cfs_dev" >/dev/null
-declare -A fsdir=([ext4]=$CFS_WORK/ext4 [chunkfs]=$CFS_WORK/chunkfs)
+dbpair_mounts "$size" "$cfs_opts"
+cfs_dev=${DBPAIR_DEV[chunkfs]}
+declare -A fsdir=([ext4]=${DBPAIR_DIR[ext4]} [chunkfs]=${DBPAIR_DIR[chunkfs]})
 declare -A port=([ext4]=5501 [chunkfs]=5502)
-mkdir -p "${fsdir[ext4]}"
-mount "$ext4_dev" "${fsdir[ext4]}"
-cfs_defer "umount '${fsdir[ext4]}'"
-chmod 755 "$CFS_WORK"
-cfs_mount "$cfs_dev" "${fsdir[chunkfs]}" "allow_other${cfs_opts:+,$cfs_opts}"
 
 # track_io_timing: where a backend's time goes (blk_read_time, blk_write_time).
 conf=("shared_buffers = 128MB" "max_wal_size = 1GB" "checkpoint_timeout = 5min"
@@ -121,13 +121,41 @@ for fs in ext4 chunkfs; do
 		pg_sql "CREATE TABLESPACE bench LOCATION '${fsdir[$fs]}/pg'"
 		pg_sql "CREATE DATABASE bench TABLESPACE bench"
 	fi
-	t0=$(date +%s)
-	pg_as "$PG_BIN/pgbench" -i -q -s "$scale" bench >"$CFS_WORK/init-$fs.log" 2>&1 ||
-		{ cat "$CFS_WORK/init-$fs.log" >&2; cfs_fail "pgbench -i on $fs"; }
-	echo "# $fs: pgbench -i -s $scale in $(($(date +%s) - t0)) s" \
-		"($(pg_sql -d bench "SELECT pg_size_pretty(pg_database_size('bench'))")):" \
-		"$(sed -n 's/^done in //p' "$CFS_WORK/init-$fs.log")"
 	pg_stop
+done
+
+# pgbench -i, alternated: the bulk load's time and the database's disk use
+[ -z "$long" ] || dbpair_csv_header "$long"
+datadir() { if [ "$mode" = pgdata ]; then echo "${fsdir[$1]}/pg/data"; else echo "$CFS_WORK/data-$1"; fi; }
+# the bench database's files: the tablespace, or base/OID of the data directory
+dbfiles() {
+	if [ "$mode" = pgdata ]; then
+		echo "$(datadir "$1")/base/$(pg_sql "SELECT oid FROM pg_database WHERE datname = 'bench'")"
+	else
+		echo "${fsdir[$1]}/pg"
+	fi
+}
+for ((r = 1; r <= inits; r++)); do
+	o=1
+	for fs in $(dbpair_order $r); do
+		pg_use "$(datadir "$fs")" "${port[$fs]}"
+		pg_start
+		t0=$(date +%s%N)
+		pg_as "$PG_BIN/pgbench" -i -q -s "$scale" bench >"$CFS_WORK/init-$fs.log" 2>&1 ||
+			{ cat "$CFS_WORK/init-$fs.log" >&2; cfs_fail "pgbench -i on $fs"; }
+		pg_sql "CHECKPOINT"
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		du=$(dbpair_du "$(dbfiles "$fs")")
+		echo "# $fs: pgbench -i -s $scale in $ms ms with its checkpoint" \
+			"($(pg_sql -d bench "SELECT pg_size_pretty(pg_database_size('bench'))"), du $((du >> 20)) MiB):" \
+			"$(sed -n 's/^done in //p' "$CFS_WORK/init-$fs.log")"
+		pg_stop
+		if [ -n "$long" ]; then
+			dbpair_row "$long" pgbench init_s s $r $o "$fs" "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+			dbpair_row "$long" pgbench db_du bytes $r $o "$fs" "$du"
+		fi
+		o=2
+	done
 done
 
 # The backends' I/O during a run, summed over the database and the server:
@@ -139,7 +167,6 @@ io_counters() {
 		FROM pg_stat_database d, pg_stat_bgwriter b WHERE d.datname = 'bench'" | tr '|' ' '
 }
 echo "rev,mode,rep,order,fs,scale,clients,threads,seconds,tps,latency_ms,transactions,blks_read,blks_hit,blk_read_time_ms,blk_write_time_ms,buffers_backend,buffers_ckpt_bgwriter" >"$out"
-datadir() { if [ "$mode" = pgdata ]; then echo "${fsdir[$1]}/pg/data"; else echo "$CFS_WORK/data-$1"; fi; }
 run() { # fs rep order
 	local fs=$1 log=$CFS_WORK/run-$1-$2.log tps lat n io0 io1 io= i
 	pg_use "$(datadir "$fs")" "${port[$fs]}"
@@ -157,6 +184,10 @@ run() { # fs rep order
 	n=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$log")
 	[ -n "$tps" ] || { cat "$log" >&2; cfs_fail "no tps in pgbench's output"; }
 	echo "$rev,$mode,$2,$3,$fs,$scale,$clients,$threads,$secs,$tps,$lat,$n$io" >>"$out"
+	if [ -n "$long" ]; then
+		dbpair_row "$long" pgbench tps tps "$2" "$3" "$fs" "$tps"
+		dbpair_row "$long" pgbench latency_ms ms "$2" "$3" "$fs" "$lat"
+	fi
 	printf '# rep %d: %-7s %10.1f tps  %7.2f ms  (reads %d in %d ms, backend writes %d in %d ms)\n' \
 		"$2" "$fs" "$tps" "$lat" "$((io1[0] - io0[0]))" "$((io1[2] - io0[2]))" \
 		"$((io1[4] - io0[4]))" "$((io1[3] - io0[3]))"
@@ -192,6 +223,7 @@ print(f"  ratio chunkfs/ext4: {ratio:.2f}x (of medians), {statistics.median(pair
       f"{'met' if ratio >= 0.8 else 'NOT met'}")
 EOF
 echo "# CSV: $out"
+[ -z "$long" ] || { dbpair_summary "$long"; echo "# long CSV: $long"; }
 
 if [ "$fuse_diag" = 1 ]; then
 	# The same load once more, on chunkfs with every FUSE request logged:

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""bench/dbsummary.py CSV... — medians and same-run ratios of the database
+benchmarks' long CSVs (bench/dbpair.sh: rev,case,metric,unit,rep,order,fs,
+value), one line per case and metric:
+
+    case metric unit  ext4-median  chunkfs-median  ratio-of-medians  paired
+
+ratio = chunkfs / ext4 for every unit; "better" says which way is better
+(higher for rates, lower for times and bytes). paired = the median of the
+per-repetition ratios (the two runs of one repetition ran back to back).
+bench/plot-report.py imports summarize() for the report's tables.
+"""
+import csv
+import statistics
+import sys
+
+HIGHER_BETTER = {"tps", "rows/s", "ops/s", "MB/s", "qps"}
+
+
+def better(unit):
+    return "higher" if unit in HIGHER_BETTER else "lower"
+
+
+def load(paths):
+    out = []
+    for p in paths:
+        with open(p) as f:
+            out += list(csv.DictReader(l for l in f if not l.startswith("#")))
+    return out
+
+
+def summarize(rows):
+    """[(case, metric, unit, ext4_median, chunkfs_median, ratio, paired, n)]"""
+    keys = []
+    for r in rows:
+        k = (r["case"], r["metric"], r["unit"])
+        if k not in keys:
+            keys.append(k)
+    res = []
+    for k in keys:
+        sel = [r for r in rows if (r["case"], r["metric"], r["unit"]) == k]
+        by = {fs: {r["rep"]: float(r["value"]) for r in sel if r["fs"] == fs}
+              for fs in ("ext4", "chunkfs")}
+        m = {fs: statistics.median(v.values()) if v else None for fs, v in by.items()}
+        ratio = m["chunkfs"] / m["ext4"] if m["ext4"] and m["chunkfs"] is not None else None
+        pairs = [by["chunkfs"][rep] / by["ext4"][rep] for rep in by["ext4"]
+                 if rep in by["chunkfs"] and by["ext4"][rep]]
+        paired = statistics.median(pairs) if pairs else None
+        res.append(k + (m["ext4"], m["chunkfs"], ratio, paired,
+                        max(len(by["ext4"]), len(by["chunkfs"]))))
+    return res
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if abs(v) >= 1000:
+        return "%.0f" % v
+    if abs(v) >= 10:
+        return "%.1f" % v
+    return "%.3g" % v
+
+
+def fmtu(v, unit):
+    """fmt, with bytes shown in MiB."""
+    if unit == "bytes" and v is not None:
+        return "%.1f MiB" % (v / 1048576)
+    return fmt(v)
+
+
+def main():
+    rows = load(sys.argv[1:])
+    print("%-12s %-22s %-7s %12s %12s %8s %8s %s" %
+          ("case", "metric", "unit", "ext4", "chunkfs", "ratio", "paired", "(medians; better)"))
+    for c, met, unit, e, k, ratio, paired, n in summarize(rows):
+        print("%-12s %-22s %-7s %12s %12s %8s %8s %s, %d reps" %
+              (c, met, unit, fmtu(e, unit), fmtu(k, unit), fmt(ratio) + "x" if ratio else "-",
+               fmt(paired) + "x" if paired else "-", better(unit), n))
+
+
+if __name__ == "__main__":
+    main()
