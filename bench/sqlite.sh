@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/sqlite.sh — SQLite 3.40 on chunkfs against ext4, on the same disk,
+# in the same run (bench/dbpair.sh): bench/sqlite_load.py with 4 writer
+# processes x ROWS rows in transactions of 100 and 2 readers, in WAL mode,
+# with the rollback journal, and with the rollback journal and mmap_size
+# 256 MiB (the database grows by ftruncate then); rows/s and the
+# SQLITE_BUSY errors (after a 10 s busy timeout) of writers and readers.
+# Each repetition runs the three on both filesystems, in alternating order.
+#
+# usage: bench/sqlite.sh [-n reps] [-r rows] [-S image-size] [-d dir]
+#                        [-o out.csv] [-O chunkfs-opts]
+#   -n  repetitions (default 3)      -r  rows per writer (default 20000)
+#   -S  size of each image (2G)      -d  directory of the images (/var/tmp)
+#   -o  long CSV (bench/dbpair.sh; default bench/results/sqlite-<time>.csv)
+#   -O  extra -o options for chunkfs
+# Needs root, python3, mkfs.ext4; make first.
+set -euo pipefail
+
+reps=3
+rows=20000
+size=2G
+dir=/var/tmp
+out=
+cfs_opts=
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
+while getopts "n:r:S:d:o:O:h" opt; do
+	case $opt in
+	n) reps=$OPTARG ;;
+	r) rows=$OPTARG ;;
+	S) size=$OPTARG ;;
+	d) dir=$OPTARG ;;
+	o) out=$OPTARG ;;
+	O) cfs_opts=$OPTARG ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+for v in reps rows; do
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "sqlite.sh: $v: not a positive number: ${!v}" >&2; exit 2; }
+done
+
+export CFS_TEST_TMPDIR=$dir
+. "$root/tests/lib/common.sh"
+. "$root/bench/dbpair.sh"
+cfs_require_fuse
+cfs_require_cmd python3
+python3 -c 'import sqlite3' || cfs_skip "python3 without its sqlite3 module"
+[ -x "$CFS_BIN/chunkfs" ] && [ -x "$CFS_BIN/mkchunkfs" ] || { echo "sqlite.sh: make first" >&2; exit 2; }
+mkdir -p "$CFS_WORK/bin"
+cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
+CFS_BIN=$CFS_WORK/bin
+[ -n "$out" ] || { mkdir -p "$root/bench/results"; out=$root/bench/results/sqlite-$(date -u +%Y%m%d-%H%M%S).csv; }
+
+dbpair_mounts "$size" "$cfs_opts"
+dbpair_csv_header "$out"
+# name journal mmap_size
+cases=("wal wal 0" "rollback delete 0" "rollback_mmap delete 268435456")
+for ((r = 1; r <= reps; r++)); do
+	o=1
+	for fs in $(dbpair_order $r); do
+		for c in "${cases[@]}"; do
+			read -r name journal mmap <<<"$c"
+			line=$(python3 "$root/bench/sqlite_load.py" -j "$journal" -m "$mmap" -r "$rows" \
+				"${DBPAIR_DIR[$fs]}/bench.db") || cfs_fail "sqlite_load $c on $fs"
+			IFS=, read -r _ _ _ _ _ secs rate bw br nq <<<"$line"
+			dbpair_row "$out" sqlite "${name}_rows_s" rows/s $r $o "$fs" "$rate"
+			dbpair_row "$out" sqlite "${name}_busy" count $r $o "$fs" $((bw + br))
+			printf '# rep %d: %-7s %-14s %9.1f rows/s (%.2f s), SQLITE_BUSY: %d writers, %d readers; %d reader queries\n' \
+				$r "$fs" "$name" "$rate" "$secs" "$bw" "$br" "$nq"
+		done
+		o=2
+	done
+done
+echo "# bench/sqlite_load.py: 4 writers x $rows rows in transactions of 100, 2 readers, busy timeout 10 s"
+dbpair_summary "$out"
+echo "# CSV: $out"
