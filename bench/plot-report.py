@@ -3,7 +3,9 @@
 
 Reads what run-all.sh left in RESULTDIR (system.txt, mounts.txt, timings.csv,
 raw/perf-*.csv, checkpoint.csv, fschoice.csv, openclose.csv, meta.csv,
-stats.txt, openclose-perf*.txt, pgbench.txt), writes RESULTDIR/report.md with the tables
+stats.txt, openclose-perf*.txt, pgbench.txt, and the database cases' long
+CSVs pgbench-db.csv, mariadb.csv, smallappend.csv, sqlite.csv, rocksdb.csv
+with their .txt), writes RESULTDIR/report.md with the tables
 (medians of the repetitions) and, through gnuplot, RESULTDIR/*.png with the
 data (*.dat) and scripts (*.gp) next to them. A case that did not run is
 left out.
@@ -404,6 +406,96 @@ if pg:
             headline.append("pgbench chunkfs/ext4: %s of medians, %s paired (target 0.8x)" % g.groups())
         if l.startswith("skipped"):
             headline.append("pgbench: " + l)
+
+# ---- 7-11. the databases: bench/dbpair.sh's long CSVs ----------------------------------
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dbsummary  # noqa: E402
+
+# the goals of the database issue: (case, metric) -> (kind, value); "ratio>="
+# and "ratio<=" compare chunkfs/ext4 of the medians, "abs<=" chunkfs's
+# median, "ext4<=" says chunkfs may not have more than ext4
+DB_TARGETS = {
+    ("pgbench", "tps"): ("ratio>=", 0.9), ("pgbench", "init_s"): ("ratio<=", 1.5),
+    ("pgbench", "db_du"): ("ratio<=", 1.1),
+    ("mariadb", "tps"): ("ratio>=", 0.9), ("mariadb", "prepare_s"): ("ratio<=", 1.5),
+    ("mariadb", "datadir_du"): ("ratio<=", 1.1),
+    ("smallappend", "append200_us"): ("abs<=", 30.0),
+    ("sqlite", "wal_rows_s"): ("ratio>=", 0.5), ("sqlite", "rollback_rows_s"): ("ratio>=", 0.5),
+    ("sqlite", "wal_busy"): ("ext4<=", 0), ("sqlite", "rollback_busy"): ("ext4<=", 0),
+    ("sqlite", "rollback_mmap_busy"): ("ext4<=", 0),
+    ("rocksdb", "fillrandom_ops"): ("ratio>=", 0.4),
+}
+
+
+def db_target(case, metric, e, k, ratio):
+    """(text, met) of the goal for this row, or ("", None)."""
+    t = DB_TARGETS.get((case, metric))
+    if not t or k is None:
+        return "", None
+    kind, v = t
+    if kind == "abs<=":
+        return "<= %g" % v, k <= v
+    if kind == "ext4<=":
+        return "<= ext4's", e is not None and k <= e
+    if ratio is None:
+        return "", None
+    return ("%s %gx" % (kind[5:], v), ratio >= v if kind == "ratio>=" else ratio <= v)
+
+
+def db_table(case, csvfile):
+    R = rows(csvfile)
+    body = []
+    for c, metric, unit, e, k, ratio, paired, n in dbsummary.summarize(R):
+        text, met = db_target(c, metric, e, k, ratio)
+        body.append([metric, unit, dbsummary.fmtu(e, unit), dbsummary.fmtu(k, unit),
+                     (dbsummary.fmt(ratio) + "x") if ratio else "-",
+                     (dbsummary.fmt(paired) + "x") if paired else "-",
+                     dbsummary.better(unit), (text + (": met" if met else ": NOT met")) if text else ""])
+        if text:
+            headline.append("%s %s: chunkfs %s, ext4 %s%s (goal %s: %s)" % (
+                case, metric, dbsummary.fmtu(k, unit), dbsummary.fmtu(e, unit),
+                ", %sx" % dbsummary.fmt(ratio) if ratio else "", text, "met" if met else "NOT met"))
+    table(["metric", "unit", "ext4", "chunkfs", "chunkfs/ext4", "paired", "better", "goal"], body)
+
+
+if os.path.exists(os.path.join(D, "pgbench-db.csv")):
+    p("pgbench's bulk load (`pgbench -i` with its checkpoint), the database's disk use after it "
+      "(du) and the runs above, medians (`bench/dbpair.sh`'s long CSV, pgbench-db.csv):")
+    p()
+    db_table("pgbench", os.path.join(D, "pgbench-db.csv"))
+
+DB_CASES = [
+    ("mariadb", "8. MariaDB: sysbench oltp_read_write, datadir on chunkfs vs on ext4",
+     "`bench/mariadb.sh`: MariaDB 10.11, innodb_buffer_pool_size 32M, O_DIRECT, native AIO; "
+     "sysbench prepare (the bulk load), then oltp_read_write; the datadir's du after the run."),
+    ("smallappend", "9. Small buffered writes",
+     "`bench/smallappend.sh` (bench/small_append.c): buffered pwrite()s of 200 bytes and 4 KiB "
+     "appended to a file, 200 bytes rewritten in place; microseconds per write, then one fsync."),
+    ("sqlite", "10. SQLite: 4 writers, 2 readers",
+     "`bench/sqlite.sh` (bench/sqlite_load.py): 4 writer processes inserting in transactions of "
+     "100, 2 readers querying; WAL mode, rollback journal, rollback journal with mmap_size 256 MiB; "
+     "SQLITE_BUSY counted after a 10 s busy timeout."),
+    ("rocksdb", "11. RocksDB: db_bench",
+     "`bench/rocksdb.sh`: db_bench fillrandom, overwrite, readrandom, direct I/O for flush and "
+     "compaction, the write-ahead log buffered."),
+]
+for case, title, what in DB_CASES:
+    txt = read(case + ".txt")
+    csvfile = os.path.join(D, case + ".csv")
+    if not txt and not os.path.exists(csvfile):
+        continue
+    p("## " + title)
+    p()
+    p(what + " Each on a chunkfs store and on ext4, images of the same size on the same disk, "
+      "runs alternated; medians of the repetitions.")
+    p()
+    if os.path.exists(csvfile):
+        db_table(case, csvfile)
+    else:
+        skipped = [l for l in txt.splitlines() if l.startswith("skipped")]
+        p(skipped[0] if skipped else "(no results: see %s.log)" % case)
+        p()
+        headline.append("%s: %s" % (case, skipped[0] if skipped else "no results"))
 
 # ---- the run itself -------------------------------------------------------------------
 tm = read("timings.csv")

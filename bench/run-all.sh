@@ -16,8 +16,18 @@
 #              (bench/meta_bench.c); chunkfs, and ext4/tmpfs for comparison
 #   stats      statistics overhead (bench/stats-overhead.sh)
 #   pgbench    PostgreSQL 15 pgbench, tablespace on chunkfs vs on ext4
-#              (bench/pgbench.sh; skipped, with a line in the report, when
-#              PostgreSQL is not installed)
+#              (bench/pgbench.sh): tps, latency, pgbench -i time, disk use
+#   mariadb    MariaDB 10.11 sysbench oltp_read_write, datadir on chunkfs vs
+#              on ext4 (bench/mariadb.sh): tps, p95, prepare time, disk use
+#   smallappend 200-byte and 4 KiB buffered appends, 200-byte overwrites in
+#              place: us per write (bench/smallappend.sh)
+#   sqlite     SQLite, 4 writers and 2 readers, WAL and rollback journal:
+#              rows/s and SQLITE_BUSY (bench/sqlite.sh)
+#   rocksdb    RocksDB db_bench fillrandom, overwrite, readrandom
+#              (bench/rocksdb.sh)
+#   (the database cases run each database on a chunkfs store and on ext4 on
+#   images of the same size on the same disk, alternated; each is skipped,
+#   with a line in the report, when its database is not installed)
 # then bench/plot-report.py writes report.md and the PNG charts.
 #
 # usage: bench/run-all.sh [-c case,case...] [-o dir] [-d dir] [-N] [-n]
@@ -68,7 +78,11 @@ if [ "$QUICK" = 1 ]; then
 	oc_reps=1 oc_iters=40
 	meta_reps=1 meta_files=10000
 	stats_args=(-n 2 -r 2)
-	pg_args=(-n 1 -T 15 -s 5 -S 2G)
+	pg_args=(-n 1 -T 15 -s 5 -S 2G -I 1)
+	my_args=(-n 1 -T 15 -r 20000 -S 2G)
+	sa_args=(-n 2 -w 5000)
+	sq_args=(-n 1 -r 5000)
+	rk_args=(-n 1 -k 30000 -S 2G)
 else
 	raw_args=(-n 3 -r 3 -s 512M)
 	ckpt_reps=2 ckpt_rounds=20
@@ -76,11 +90,15 @@ else
 	oc_reps=3 oc_iters=200
 	meta_reps=3 meta_files=10000
 	stats_args=(-n 6 -r 8)
-	pg_args=(-n 5 -T 30)
+	pg_args=(-n 5 -T 30 -I 3)
+	my_args=(-n 3 -T 60)
+	sa_args=(-n 5)
+	sq_args=(-n 3)
+	rk_args=(-n 3)
 fi
 raw_cases=rr4k-qd1,rw4k-qd1,rr4k-qd32,rw4k-qd32,rw2k-qd32,sr1m-qd8,sw1m-qd8
 raw_targets=raw-file,raw-loop,ext4,tmpfs,cfs-img,cfs-loop,cfs-ram
-all_cases="raw checkpoint fschoice openclose meta stats pgbench"
+all_cases="raw checkpoint fschoice openclose meta stats pgbench mariadb smallappend sqlite rocksdb"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 for c in ${only//,/ }; do
 	[[ " $all_cases " == *" $c "* ]] || bench_die "unknown case '$c' (one of: $all_cases)"
@@ -95,6 +113,10 @@ if [ "$plan" = 1 ]; then
 	want meta && echo "meta: $meta_reps x $meta_files files on chunkfs ext4 tmpfs"
 	want stats && echo "stats: bench/stats-overhead.sh ${stats_args[*]}"
 	want pgbench && echo "pgbench: bench/pgbench.sh ${pg_args[*]}"
+	want mariadb && echo "mariadb: bench/mariadb.sh ${my_args[*]}"
+	want smallappend && echo "smallappend: bench/smallappend.sh ${sa_args[*]}"
+	want sqlite && echo "sqlite: bench/sqlite.sh ${sq_args[*]}"
+	want rocksdb && echo "rocksdb: bench/rocksdb.sh ${rk_args[*]}"
 	exit 0
 fi
 
@@ -309,8 +331,25 @@ case_pgbench() {
 	fi
 	chmod o+x "$work" # the postgres user walks through it to its clusters
 	bench_run "$root/bench/pgbench.sh" "${pg_args[@]}" -d "$work" -o "$resdir/pgbench.csv" \
-		>"$resdir/pgbench.txt" 2>"$resdir/pgbench.log"
+		-L "$resdir/pgbench-db.csv" >"$resdir/pgbench.txt" 2>"$resdir/pgbench.log"
 }
+
+# ---- 8-11. the other databases (bench/dbpair.sh: the long CSV <case>.csv) -------------------
+# db_case NAME ARGS...: bench/NAME.sh; when it skips (exit 77: its database
+# is not installed), its reason stays in NAME.txt and the report says so.
+db_case() {
+	local name=$1 rc=0
+	shift
+	chmod o+x "$work" # the database servers' users walk through it
+	bench_run "$root/bench/$name.sh" "$@" -d "$work" -o "$resdir/$name.csv" \
+		>"$resdir/$name.txt" 2>"$resdir/$name.log" || rc=$?
+	[ $rc = 77 ] && sed -i 's/^skip: /skipped: /' "$resdir/$name.txt" && return 0
+	return $rc
+}
+case_mariadb() { db_case mariadb "${my_args[@]}"; }
+case_smallappend() { db_case smallappend "${sa_args[@]}"; }
+case_sqlite() { db_case sqlite "${sq_args[@]}"; }
+case_rocksdb() { db_case rocksdb "${rk_args[@]}"; }
 
 for c in $all_cases; do
 	want "$c" && timed "$c" "case_$c"
