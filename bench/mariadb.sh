@@ -17,7 +17,7 @@
 #   -t  tables (default 2)              -r  rows per table (default 100000)
 #   -c  sysbench threads (default 4)    -S  size of each image (default 4G)
 #   -d  directory of the images (default /var/tmp)
-#   -o  long CSV (bench/dbpair.sh; default bench/results/mariadb-<time>.csv)
+#   -o  long CSV (bench/dbpair.sh; default bench/results/mariadb-<time>/mariadb-<time>.csv)
 #   -O  extra -o options for chunkfs
 # Needs root, mariadb-server, sysbench, mkfs.ext4; make first.
 set -euo pipefail
@@ -65,7 +65,9 @@ cfs_require_cmd sysbench
 mkdir -p "$CFS_WORK/bin"
 cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
 CFS_BIN=$CFS_WORK/bin
-[ -n "$out" ] || { mkdir -p "$root/bench/results"; out=$root/bench/results/mariadb-$(date -u +%Y%m%d-%H%M%S).csv; }
+stamp=$(date -u +%Y%m%d-%H%M%S)
+[ -n "$out" ] || out=$root/bench/results/mariadb-$stamp/mariadb-$stamp.csv
+mkdir -p "$(dirname "$out")"
 
 dbpair_mounts "$size" "$cfs_opts"
 for fs in ext4 chunkfs; do

@@ -11,7 +11,7 @@
 #                         [-o out.csv] [-O chunkfs-opts]
 #   -n  repetitions (default 3)      -k  keys (default 100000)
 #   -S  size of each image (4G)      -d  directory of the images (/var/tmp)
-#   -o  long CSV (bench/dbpair.sh; default bench/results/rocksdb-<time>.csv)
+#   -o  long CSV (bench/dbpair.sh; default bench/results/rocksdb-<time>/rocksdb-<time>.csv)
 #   -O  extra -o options for chunkfs
 # Needs root, db_bench (apt-get install rocksdb-tools), mkfs.ext4; make first.
 set -euo pipefail
@@ -50,7 +50,9 @@ command -v db_bench >/dev/null || cfs_skip "no db_bench (Debian: apt-get install
 mkdir -p "$CFS_WORK/bin"
 cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
 CFS_BIN=$CFS_WORK/bin
-[ -n "$out" ] || { mkdir -p "$root/bench/results"; out=$root/bench/results/rocksdb-$(date -u +%Y%m%d-%H%M%S).csv; }
+stamp=$(date -u +%Y%m%d-%H%M%S)
+[ -n "$out" ] || out=$root/bench/results/rocksdb-$stamp/rocksdb-$stamp.csv
+mkdir -p "$(dirname "$out")"
 
 dbpair_mounts "$size" "$cfs_opts"
 dbpair_csv_header "$out"

@@ -10,7 +10,7 @@
 #                             [-o out.csv] [-O chunkfs-opts]
 #   -n  repetitions (default 5)     -w  writes per run (default 20000)
 #   -S  size of each image (2G)     -d  directory of the images (/var/tmp)
-#   -o  long CSV (bench/dbpair.sh; default bench/results/smallappend-<time>.csv)
+#   -o  long CSV (bench/dbpair.sh; default bench/results/smallappend-<time>/smallappend-<time>.csv)
 #   -O  extra -o options for chunkfs
 # Needs root, mkfs.ext4; make bench-build first.
 set -euo pipefail
@@ -50,7 +50,9 @@ done
 mkdir -p "$CFS_WORK/bin"
 cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_BIN/bench/small_append" "$CFS_WORK/bin/"
 CFS_BIN=$CFS_WORK/bin
-[ -n "$out" ] || { mkdir -p "$root/bench/results"; out=$root/bench/results/smallappend-$(date -u +%Y%m%d-%H%M%S).csv; }
+stamp=$(date -u +%Y%m%d-%H%M%S)
+[ -n "$out" ] || out=$root/bench/results/smallappend-$stamp/smallappend-$stamp.csv
+mkdir -p "$(dirname "$out")"
 
 dbpair_mounts "$size" "$cfs_opts"
 dbpair_csv_header "$out"

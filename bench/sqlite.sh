@@ -11,7 +11,7 @@
 #                        [-o out.csv] [-O chunkfs-opts]
 #   -n  repetitions (default 3)      -r  rows per writer (default 20000)
 #   -S  size of each image (2G)      -d  directory of the images (/var/tmp)
-#   -o  long CSV (bench/dbpair.sh; default bench/results/sqlite-<time>.csv)
+#   -o  long CSV (bench/dbpair.sh; default bench/results/sqlite-<time>/sqlite-<time>.csv)
 #   -O  extra -o options for chunkfs
 # Needs root, python3, mkfs.ext4; make first.
 set -euo pipefail
@@ -51,7 +51,9 @@ python3 -c 'import sqlite3' || cfs_skip "python3 without its sqlite3 module"
 mkdir -p "$CFS_WORK/bin"
 cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
 CFS_BIN=$CFS_WORK/bin
-[ -n "$out" ] || { mkdir -p "$root/bench/results"; out=$root/bench/results/sqlite-$(date -u +%Y%m%d-%H%M%S).csv; }
+stamp=$(date -u +%Y%m%d-%H%M%S)
+[ -n "$out" ] || out=$root/bench/results/sqlite-$stamp/sqlite-$stamp.csv
+mkdir -p "$(dirname "$out")"
 
 dbpair_mounts "$size" "$cfs_opts"
 dbpair_csv_header "$out"
