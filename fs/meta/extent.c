@@ -249,6 +249,9 @@ static void mark_dirty(struct cfs_extent_map *map, struct xunit *u)
 		map->notify(map->notify_arg);
 }
 
+static void view_of(const struct cfs_extent_map *map, struct xunit *u,
+		    struct cfs_extent_unit_view *view);
+
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 int cfs_extent_map_create(const struct cfs_extent_geom *geom, cfs_extent_notify_fn notify,
@@ -671,6 +674,55 @@ uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64
 		fn(arg, run_fu, run_store, run_count);
 	atomic_fetch_sub(&map->mapped_units, removed);
 	return removed;
+}
+
+int cfs_extent_remap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t from_store_unit,
+		     uint64_t to_store_unit, cfs_extent_unit_fn fn, void *arg)
+{
+	const struct cfs_extent_geom *g = map->geom;
+	slot_t *slot = slot_ptr(map, file_unit);
+	struct xunit *u = slot ? atomic_load(slot) : NULL;
+	struct xunit *fresh;
+	uintptr_t ws;
+
+	if (!u || u->store_unit != from_store_unit)
+		return -ESTALE;
+	if (to_store_unit >= g->store_units)
+		return -ERANGE;
+	fresh = calloc(1, sizeof(*fresh));
+	if (!fresh)
+		return -ENOMEM;
+	fresh->store_unit = to_store_unit;
+	fresh->file_unit = file_unit;
+	/* No write is in flight (the caller's promise), so the old state is
+	 * stable: copy it. A bitmap is copied, never shared, because the old
+	 * record's bitmap goes when the old record is freed. */
+	ws = atomic_load(&u->ws);
+	if (ws_is_bitmap(ws)) {
+		struct ws_bitmap *old = ws_bitmap(ws), *bm = bitmap_new(g);
+
+		if (!bm) {
+			free(fresh);
+			return -ENOMEM;
+		}
+		for (uint32_t w = 0; w < words_per_unit(g); w++)
+			atomic_store(&bm->words[w], atomic_load(&old->words[w]));
+		atomic_store(&bm->set_count, atomic_load(&old->set_count));
+		ws = (uintptr_t)bm;
+	}
+	atomic_store(&fresh->ws, ws);
+	/* Publish, then retire the old record as an unmap does. */
+	atomic_store(slot, fresh);
+	atomic_fetch_or(&u->flags, XU_DEAD);
+	u->retired_next = map->retired_units;
+	map->retired_units = u;
+	if (fn) {
+		struct cfs_extent_unit_view view;
+
+		view_of(map, fresh, &view);
+		return fn(arg, &view);
+	}
+	return 0;
 }
 
 /*

@@ -256,6 +256,28 @@ int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, 
 /* [inode lock] Every mapped unit in file-unit order (snapshot, dump, mount). */
 int cfs_extent_for_each(const struct cfs_extent_map *map, cfs_extent_unit_fn fn, void *arg);
 
+/*
+ * [inode lock] An online move (fs/POOLS.md): file unit file_unit, mapped to
+ * store unit from_store_unit, maps to_store_unit from now on, with the same
+ * written-state. The caller has copied the written sectors from the old
+ * store unit to the new one and kept every write away from the file unit
+ * while it copied (none is in flight now). One atomic slot store publishes a
+ * new record for to_store_unit holding a copy of the old record's state: a
+ * lookup sees the old mapping or the new one, and both read the same bytes.
+ * The old record is retired as by cfs_extent_unmap(): a write completion
+ * that still names from_store_unit is skipped, and a reader holding an I/O
+ * reference may still read the old store unit (the caller frees it the way
+ * unmapped units are freed: deferred while I/O references exist, busy until
+ * the switch is durable). The new record is not dirty: the caller logs the
+ * switch itself (EXTENT_MAP of the new unit, then EXTENT_WRITTEN SET of its
+ * state, in one transaction); fn (may be NULL) receives the new record's view
+ * for that, once the switch is done (its return is returned). Returns 0, -ESTALE when file_unit no
+ * longer maps from_store_unit (unmapped or re-mapped while the caller copied: nothing changed),
+ * -ERANGE for to_store_unit beyond the store, -ENOMEM.
+ */
+int cfs_extent_remap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t from_store_unit,
+		     uint64_t to_store_unit, cfs_extent_unit_fn fn, void *arg);
+
 /* How a CFS_LOG_EXTENT_WRITTEN record changes a unit's sectors. */
 enum cfs_extent_ws_op {
 	CFS_EXTENT_WS_OP_OR = 0,    /* set the given bits (write completions) */

@@ -478,3 +478,154 @@ Test(extent, writers_never_lose_bits_to_a_clearer, .init = setup, .fini = teardo
 	cr_assert_eq(cfs_extent_written_span(map, UNIT / 2, UNIT / 2, &w), UNIT / 2);
 	cr_assert(w);
 }
+
+/* ---- remap (online moves between stores) ------------------------------------ */
+
+struct remap_seen {
+	int calls;
+	uint64_t store_unit;
+	enum cfs_extent_ws state;
+	uint8_t bits[SPU / 8];
+};
+
+static int remap_cb(void *arg, const struct cfs_extent_unit_view *view)
+{
+	struct remap_seen *s = arg;
+
+	s->calls++;
+	s->store_unit = view->store_unit;
+	s->state = view->state;
+	cfs_extent_view_bits(view, 0, SPU, s->bits);
+	return 0;
+}
+
+Test(extent, remap_keeps_written_state, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_run run;
+	struct remap_seen seen = { 0 };
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 10, 3), 0);
+	/* unit 0: partly written (a bitmap), unit 1: all, unit 2: none */
+	cr_assert_eq(cfs_extent_mark_written(map, 3 * SECTOR, 2 * SECTOR, dev(10, 3 * SECTOR)), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, UNIT, UNIT, dev(11, 0)), 0);
+
+	cr_assert_eq(cfs_extent_remap(map, 0, 10, 500, remap_cb, &seen), 0);
+	cr_assert_eq(seen.calls, 1);
+	cr_assert_eq(seen.store_unit, 500);
+	cr_assert_eq(seen.state, CFS_EXTENT_WS_BITMAP);
+	cr_assert_eq(seen.bits[0], 0x18); /* sectors 3 and 4 */
+	cr_assert_eq(cfs_extent_lookup(map, 0, 3 * UNIT, &run), 0);
+	cr_assert(run.mapped);
+	cr_assert_eq(run.store_unit, 500);
+	cr_assert_eq(run.device_offset_bytes, dev(500, 0));
+	cr_assert_eq(run.length_bytes, UNIT); /* 500 and 11 are not contiguous */
+	cr_assert_not(cfs_extent_sector_written(map, 2 * SECTOR));
+	cr_assert(cfs_extent_sector_written(map, 3 * SECTOR));
+	cr_assert(cfs_extent_sector_written(map, 4 * SECTOR));
+	cr_assert_not(cfs_extent_sector_written(map, 5 * SECTOR));
+
+	cr_assert_eq(cfs_extent_remap(map, 1, 11, 501, remap_cb, &seen), 0);
+	cr_assert_eq(seen.state, CFS_EXTENT_WS_ALL);
+	cr_assert_eq(cfs_extent_written_span(map, UNIT, UNIT, &w), UNIT);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_remap(map, 2, 12, 502, NULL, NULL), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 2 * UNIT, UNIT, &w), UNIT);
+	cr_assert_not(w);
+	/* Now 500, 501, 502: one contiguous run again. */
+	cr_assert_eq(cfs_extent_lookup(map, 0, 3 * UNIT, &run), 0);
+	cr_assert_eq(run.length_bytes, 3 * UNIT);
+	cr_assert_eq(cfs_extent_mapped_units(map), 3);
+	/* The switch is the caller's to log: it dirtied nothing (the one
+	 * notification is the marks' above). */
+	cr_assert_eq(atomic_load(&notified), 1);
+}
+
+Test(extent, remap_refuses_stale_and_out_of_range, .init = setup, .fini = teardown)
+{
+	cr_assert_eq(cfs_extent_remap(map, 7, 1, 2, NULL, NULL), -ESTALE); /* a hole */
+	cr_assert_eq(cfs_extent_map_units(map, 7, 1, 1), 0);
+	cr_assert_eq(cfs_extent_remap(map, 7, 2, 3, NULL, NULL), -ESTALE); /* maps 1, not 2 */
+	cr_assert_eq(cfs_extent_remap(map, 7, 1, 4096, NULL, NULL), -ERANGE);
+	cr_assert_eq(cfs_extent_unit_get(map, 7), 1);
+	cr_assert_eq(cfs_extent_remap(map, 7, 1, 4095, NULL, NULL), 0);
+	cr_assert_eq(cfs_extent_unit_get(map, 7), 4095);
+	/* A second switch from the old unit finds the new one. */
+	cr_assert_eq(cfs_extent_remap(map, 7, 1, 9, NULL, NULL), -ESTALE);
+}
+
+Test(extent, remap_late_write_to_old_unit_is_skipped, .init = setup, .fini = teardown)
+{
+	cr_assert_eq(cfs_extent_map_units(map, 0, 5, 1), 0);
+	cr_assert_eq(cfs_extent_remap(map, 0, 5, 9, NULL, NULL), 0);
+	/* A completion naming the old store unit marks nothing... */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, SECTOR, dev(5, 0)), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	/* ...one naming the new one does. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, SECTOR, dev(9, 0)), 0);
+	cr_assert(cfs_extent_sector_written(map, 0));
+	/* The old record is retired, and goes at quiesce. */
+	cr_assert_not(cfs_extent_quiesce(map));
+}
+
+/* Lookups from another thread while units switch back and forth: a reader
+ * sees the old or the new store unit, never anything else, and the written
+ * state both records carry. (No quiesce while it runs: the reader holds no
+ * I/O reference, which is what keeps retired records alive.) */
+struct remap_reader {
+	atomic_bool stop;
+	atomic_ulong bad;
+	atomic_ulong looks;
+};
+
+static void *remap_read(void *arg)
+{
+	struct remap_reader *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		for (uint64_t fu = 0; fu < 16; fu++) {
+			struct cfs_extent_run run;
+			uint64_t su;
+
+			if (cfs_extent_lookup(map, fu * UNIT + SECTOR, SECTOR, &run) || !run.mapped) {
+				atomic_fetch_add(&r->bad, 1);
+				continue;
+			}
+			su = run.store_unit;
+			if ((su != fu && su != 1000 + fu) ||
+			    !cfs_extent_sector_written(map, fu * UNIT + SECTOR) ||
+			    cfs_extent_sector_written(map, fu * UNIT + 2 * SECTOR))
+				atomic_fetch_add(&r->bad, 1);
+			atomic_fetch_add(&r->looks, 1);
+		}
+	}
+	return NULL;
+}
+
+Test(extent, remap_under_concurrent_lookups, .init = setup, .fini = teardown)
+{
+	struct remap_reader r;
+	pthread_t t;
+
+	atomic_init(&r.stop, false);
+	atomic_init(&r.bad, 0);
+	atomic_init(&r.looks, 0);
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, 16), 0);
+	for (uint64_t fu = 0; fu < 16; fu++)
+		cr_assert_eq(cfs_extent_mark_written(map, fu * UNIT + SECTOR, SECTOR,
+						     dev(fu, SECTOR)), 0);
+	cr_assert_eq(pthread_create(&t, NULL, remap_read, &r), 0);
+	/* Until the reader has looked often enough (it may start late). */
+	for (int round = 0; round < 2000 || atomic_load(&r.looks) < 20000; round++) {
+		for (uint64_t fu = 0; fu < 16; fu++) {
+			uint64_t from = round % 2 ? 1000 + fu : fu;
+			uint64_t to = round % 2 ? fu : 1000 + fu;
+
+			cr_assert_eq(cfs_extent_remap(map, fu, from, to, NULL, NULL), 0);
+		}
+	}
+	atomic_store(&r.stop, true);
+	pthread_join(t, NULL);
+	cr_assert_eq(atomic_load(&r.bad), 0, "%lu bad lookups of %lu",
+		     (unsigned long)atomic_load(&r.bad), (unsigned long)atomic_load(&r.looks));
+}
