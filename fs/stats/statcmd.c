@@ -384,13 +384,52 @@ int cfs_stat_rates(const struct cfs_stat_sample *after, const struct cfs_stat_sa
 
 /* ---- the table --------------------------------------------------------------------------- */
 
-static int name_width = 24;
+/* The chunk column: as wide as the longest name, within these bounds; a
+ * longer name keeps its end (the chunk's own name) after "...". */
+#define NAME_WIDTH_MIN 24
+#define NAME_WIDTH_MAX 60
+
+static int name_width = NAME_WIDTH_MIN;
+
+/* Terminal columns of a name: one per UTF-8 character (a continuation byte
+ * takes none). */
+static int name_columns(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+/* The name in exactly name_width columns: padded, or its last columns after
+ * "..." (cut on a character boundary); control characters (a newline in a
+ * file name) as '?', so a row stays one line. */
+static void print_name(FILE *f, const char *name)
+{
+	int cols = name_columns(name), pad = name_width - cols;
+
+	if (cols > name_width) {
+		int skip = cols - (name_width - 3);
+
+		fputs("...", f);
+		while (skip > 0) { /* past one byte; a lead byte ends a character */
+			name++;
+			skip -= ((unsigned char)*name & 0xc0) != 0x80;
+		}
+		pad = 0;
+	}
+	for (; *name; name++)
+		fputc((unsigned char)*name < 0x20 || *name == 0x7f ? '?' : *name, f);
+	fprintf(f, "%*s", pad, "");
+}
 
 void cfs_stat_print_header(FILE *f)
 {
-	fprintf(f, "%-*s %9s %8s %8s %8s %9s %8s %8s %8s %8s %8s %6s %6s %5s %7s\n", name_width,
-		"chunk", "r/s", "rMB/s", "r_await", "r_p99", "w/s", "wMB/s", "w_await", "w_p99",
-		"fsync/s", "f_await", "inflt", "maxq", "err", "size");
+	print_name(f, "chunk");
+	fprintf(f, " %9s %8s %8s %8s %9s %8s %8s %8s %8s %8s %6s %6s %5s %7s\n", "r/s", "rMB/s",
+		"r_await", "r_p99", "w/s", "wMB/s", "w_await", "w_p99", "fsync/s", "f_await",
+		"inflt", "maxq", "err", "size");
 }
 
 static void human_size(uint64_t bytes, char *buf, size_t size)
@@ -417,12 +456,12 @@ void cfs_stat_print_row(FILE *f, const char *name, const struct cfs_stat_rates *
 		snprintf(size, sizeof(size), "-");
 	else
 		human_size(r->size_bytes, size, sizeof(size));
+	print_name(f, name);
 	fprintf(f,
-		"%-*s %9.1f %8.2f %8.2f %8.2f %9.1f %8.2f %8.2f %8.2f %8.1f %8.2f %6" PRIu64
+		" %9.1f %8.2f %8.2f %8.2f %9.1f %8.2f %8.2f %8.2f %8.1f %8.2f %6" PRIu64
 		" %6" PRIu64 " %5" PRIu64 " %7s\n",
-		name_width, name, r->r_s, r->r_mb_s, r->r_await_ms, r->r_p99_ms, r->w_s, r->w_mb_s,
-		r->w_await_ms, r->w_p99_ms, r->f_s, r->f_await_ms, r->inflight, r->inflight_max,
-		r->errors, size);
+		r->r_s, r->r_mb_s, r->r_await_ms, r->r_p99_ms, r->w_s, r->w_mb_s, r->w_await_ms,
+		r->w_p99_ms, r->f_s, r->f_await_ms, r->inflight, r->inflight_max, r->errors, size);
 }
 
 static const char *row_name(const struct target *t, char *buf, size_t size)
@@ -438,13 +477,13 @@ static void print_table(struct run *r, bool first, double interval_s)
 	char when[64], name[PATH_MAX + 8];
 	time_t now = time(NULL);
 	struct tm tm;
-	int width = 24;
+	int width = NAME_WIDTH_MIN;
 
 	for (size_t i = 0; i < r->n; i++) {
-		int len = (int)strlen(row_name(&r->t[i], name, sizeof(name)));
+		int len = name_columns(row_name(&r->t[i], name, sizeof(name)));
 
 		if (len > width)
-			width = len > 60 ? 60 : len;
+			width = len > NAME_WIDTH_MAX ? NAME_WIDTH_MAX : len;
 	}
 	name_width = width;
 	localtime_r(&now, &tm);

@@ -165,6 +165,36 @@ cfs_expect "$mnt/dbs/c1" writes 0
 cfs_expect "$mnt/dbs/c2" reads 0
 cfs_expect "$mnt" writes 0
 
+cfs_log "table: columns aligned whatever the names"
+# Longer than the column (a PostgreSQL tablespace's pg_filenode.map), not
+# ASCII, and with a newline: every row as wide as the header, in characters.
+python3 - "$mnt/dbs" <<'EOF' || cfs_fail "long names"
+import os, sys
+d = os.path.join(sys.argv[1], "pg_tblspc/16384/PG_15_202209061/16385/pg_internal_dir")
+os.makedirs(d)
+for name in ("pg_filenode.map", "pg_internal.init"):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(b"x" * 8192)
+for name in ("donn\u00e9es_\u00e9t\u00e9_\u65e5\u672c", "two\nlines"):
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(b"y" * 4096)
+EOF
+stat_cmd "$mnt" >"$CFS_WORK/table3" || cfs_fail "chunkfs stat (long names)"
+cat "$CFS_WORK/table3"
+python3 - "$CFS_WORK/table3" <<'EOF' || cfs_fail "columns not aligned"
+import sys
+rows = [l for l in open(sys.argv[1], encoding="utf-8").read().split("\n")[1:] if l]
+header = rows[0]
+assert header.startswith("chunk "), header
+for row in rows[1:]:
+    assert len(row) == len(header), "row %r: %d characters, header %d" % (row, len(row), len(header))
+long_rows = [r for r in rows if "pg_filenode.map" in r or "pg_internal.init" in r]
+assert len(long_rows) == 2 and all(r.startswith("...") for r in long_rows), long_rows
+assert any("\u65e5\u672c" in r for r in rows), "the UTF-8 name"
+assert any("two?lines" in r for r in rows), "the newline shown as ?"
+print("%d rows, all %d characters wide" % (len(rows), len(header)))
+EOF
+
 cfs_log "usage"
 set +e
 stat_cmd -c 3 "$mnt" >/dev/null 2>&1; [ $? -eq 1 ] || cfs_fail "-c without -i"
@@ -174,3 +204,4 @@ stat_cmd /etc/hostname >/dev/null 2>&1; [ $? -eq 2 ] || cfs_fail "a file not on 
 set -e
 cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_log "ok"
+
