@@ -890,7 +890,7 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 		behind_answer(l, c);
 	/* Submit now while the device has little to do, or for a large
 	 * request: the device starts on it while the loop receives the next
-	 * one (bench/README.md, "Data path (issue 7)"). Small requests while
+	 * one (bench/README.md, "The data path"). Small requests while
 	 * it is busy, if a batch is being dispatched: once at the batch's end,
 	 * one submit tells the device about all of them (a virtio notify is a
 	 * VM exit). */

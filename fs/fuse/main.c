@@ -7,7 +7,7 @@
  *   mount.chunkfs SOURCE MOUNTPOINT [-sfnv] [-o opts]        (mount(8) helper)
  *   chunkfs stat [...]            statistics of mounted chunks (fs/stats/statcmd.c)
  *
- * The sequence (fs/DAEMON.md, "Mount experience"):
+ * The sequence (fs/DAEMON.md, "Mount, daemonizing, exit"):
  *   1. parse and check every option (usage errors exit 1);
  *   2. fork; the parent waits on a pipe for the child's verdict and exits
  *      with it, so every error below is still printed on the terminal and

@@ -445,8 +445,8 @@ void cfs_uring_loop_drain(struct cfs_uring_loop *u)
  * Run the loop on the CPUs whose queues it owns. The kernel queues a request
  * on the queue of the CPU its caller runs on and delivers it as task work to
  * the loop: with the loop on that CPU the hand-off needs no cross-CPU wakeup
- * (4 KiB random I/O QD32 on an image mount 1.24-1.29x; bench/README.md, "Loops
- * on their CPUs, ..."). libfuse 3.17 pins its ring threads likewise. Only
+ * (4 KiB random I/O QD32 on an image mount 1.24-1.29x:
+ * bench/results/perf-20261203-222248/notes.md). libfuse 3.17 pins its ring threads likewise. Only
  * CPUs the daemon may use at all; none left, or a refusal: unpinned.
  */
 static void loop_pin(const struct cfs_uring_loop *u)

@@ -11,8 +11,8 @@
  *
  * A leaf entry is NULL (a hole) or points to a unit record: the mapping of
  * that file unit to one store unit plus the written-state of its sectors.
- * (fs/DAEMON.md: "store unit + 1, 0 = hole". The record replaces the bare
- * number so the written-state belongs to one mapping instance: a write
+ * (Not a bare "store unit + 1, 0 = hole": the record ties the
+ * written-state to one mapping instance, so a write
  * completing after its unit was unmapped and the file unit re-mapped marks
  * the old record, never the new unit, which would expose another file's
  * stale bytes.) A record's store unit never changes.
