@@ -17,7 +17,8 @@
 #   no commit is torn (each commit writes one row to each of two tables)
 #   and none has a gap before it; a clean shutdown; a second server on a
 #   store on a loop device, where the redo log's buffering is asserted the
-#   same way; unmount and fsck.chunkfs clean.
+#   same way, and a table of its own on the first store (DATA DIRECTORY);
+#   unmount and fsck.chunkfs clean.
 #
 # Skips (77) when MariaDB or sysbench is not installed. About 1-2 minutes;
 # MY_TEST_SECONDS sets the timed sysbench run (default 10).
@@ -200,6 +201,20 @@ redo=$(my_redo_expectation "$CFS_WORK/lmnt/mysql/ib_logfile0")
 grep -q "InnoDB: $redo (block size=" "$MY_ERR" ||
 	{ grep -E 'InnoDB: (Buffered log|File system buffers)' "$MY_ERR" >&2; cfs_fail "loop-device store: the error log does not say '$redo' for the redo log"; }
 cfs_log "loop-device store, redo log on $(stat -c '%Hd:%Ld' "$CFS_WORK/lmnt/mysql/ib_logfile0"): $redo"
+# A table of its own elsewhere: DATA DIRECTORY puts its .ibd on the other
+# store mount, and an .isl file in the datadir says where (README.md).
+install -d -o "$MY_USER" -g "$MY_USER" -m 750 "$mnt/tables"
+my_sql "CREATE DATABASE d"
+my_sql -d d "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(100)) ENGINE=InnoDB
+	DATA DIRECTORY = '$mnt/tables'; INSERT INTO t SELECT seq, repeat('v', 100) FROM seq_1_to_5000"
+[ -f "$mnt/tables/d/t.ibd" ] || cfs_fail "DATA DIRECTORY: no $mnt/tables/d/t.ibd"
+[ "$(cat "$CFS_WORK/lmnt/mysql/d/t.isl")" = "$mnt/tables/d/t.ibd" ] ||
+	cfs_fail "DATA DIRECTORY: t.isl says $(cat "$CFS_WORK/lmnt/mysql/d/t.isl")"
+my_stop
+my_start
+[ "$(my_sql "SELECT count(*) FROM d.t")" = 5000 ] || cfs_fail "DATA DIRECTORY: rows lost over a restart"
+my_check_tables d
+cfs_log "a table with DATA DIRECTORY on the other store: $(stat -c %s "$mnt/tables/d/t.ibd") bytes, checked after a restart"
 my_stop
 cfs_umount "$CFS_WORK/lmnt" || cfs_fail "unmount the loop-device store"
 cfs_umount "$ram" || cfs_fail "unmount the RAM mount"
