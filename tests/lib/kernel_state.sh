@@ -6,7 +6,8 @@
 # sets a global switch holds this lock for as long as it depends on the
 # value, and puts the value back before letting go; the other run waits.
 #
-#   cfs_kstate_lock            take the lock (waits up to 30 min); returns
+#   cfs_kstate_lock            take the lock (waits up to CFS_KSTATE_WAIT
+#                              seconds, default 1800: 30 min); returns
 #                              at once if this shell already holds it
 #   cfs_kstate_unlock          let it go (also: when the shell exits)
 #
@@ -27,7 +28,7 @@ cfs_kstate_lock() {
 	mkfifo "$fifo"
 	(
 		exec 9>>"$CFS_KSTATE_LOCK"
-		flock -w 1800 9 || exit 1
+		flock -w "${CFS_KSTATE_WAIT:-1800}" 9 || exit 1
 		echo locked >"$fifo"
 		while kill -0 "$parent" 2>/dev/null; do sleep 0.5; done
 	) </dev/null >/dev/null 2>&1 &
@@ -43,7 +44,7 @@ cfs_kstate_lock() {
 	rm -rf "$dir"
 	if [ "$got" != locked ]; then
 		_cfs_kstate_holder=
-		echo "could not take $CFS_KSTATE_LOCK in 30 minutes (another test run holds it)" >&2
+		echo "could not take $CFS_KSTATE_LOCK in ${CFS_KSTATE_WAIT:-1800} s (another test run holds it)" >&2
 		return 1
 	fi
 }
