@@ -273,6 +273,11 @@ static int check_superblocks(struct fsck *c)
 		fsck_problem(&c->r, FSCK_ERROR, "superblock: %s", why);
 		return FSCK_EXIT_UNCORRECTED;
 	}
+	if (c->sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
+		/* Checking a pool needs all its stores: the next step. */
+		say("%s: a store of a pool of several stores: not supported yet", c->path);
+		return FSCK_EXIT_OPERATIONAL;
+	}
 	if (ret == CFS_SB_RO_REQUIRED && c->repair) {
 		say("%s: the store has features this fsck does not know: checking only", c->path);
 		c->repair = false;

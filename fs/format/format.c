@@ -99,9 +99,14 @@ static int validate_geometry(const struct cfs_sb *sb, const char **why)
 		return fail(why, "metadata region overlaps the superblock area", -EUCLEAN);
 	if (sb->meta_offset_bytes % au)
 		return fail(why, "metadata offset not aligned to the allocation unit", -EUCLEAN);
-	if (sb->meta_size_bytes == 0 || sb->meta_size_bytes % (2 * au))
+	if (cfs_sb_is_data_store(sb)) {
+		/* A data store of a pool: no metadata region (store 0 has it). */
+		if (sb->meta_size_bytes != 0)
+			return fail(why, "a data store of a pool has a metadata region", -EUCLEAN);
+	} else if (sb->meta_size_bytes == 0 || sb->meta_size_bytes % (2 * au)) {
 		return fail(why, "metadata size not a nonzero multiple of two allocation units",
 			    -EUCLEAN);
+	}
 	if (sb->meta_offset_bytes > sb->store_size_bytes ||
 	    sb->meta_size_bytes > sb->store_size_bytes - sb->meta_offset_bytes)
 		return fail(why, "metadata region extends beyond the store", -EUCLEAN);
@@ -121,28 +126,108 @@ static int validate_geometry(const struct cfs_sb *sb, const char **why)
 	return 0;
 }
 
+/* NULL when the label field is NUL-terminated and NUL-padded, else why not. */
+static const char *label_invalid(const char *label)
+{
+	const char *nul = memchr(label, 0, CFS_LABEL_BYTES);
+
+	if (!nul)
+		return "label is not NUL-terminated";
+	for (size_t i = (size_t)(nul - label); i < CFS_LABEL_BYTES; i++)
+		if (label[i])
+			return "label is not NUL-padded";
+	return NULL;
+}
+
+/* Pool address just past the last unit of [base, base + count). */
+static bool pool_range_fits(const struct cfs_sb *sb, uint64_t base, uint64_t count)
+{
+	uint64_t au = sb->alloc_unit_bytes;
+	uint64_t end = base + count;
+
+	return count && end > base && end <= (CFS_POOL_ADDRESS_MAX - sb->data_offset_bytes) / au;
+}
+
+/* The pool fields (FORMAT.md 3.4). */
+static int validate_pool(const struct cfs_sb *sb, const char **why)
+{
+	if (cfs_uuid_is_null(sb->pool_uuid))
+		return fail(why, "pool store without a pool uuid", -EUCLEAN);
+	if (sb->store_index != 0) {
+		/* A data store: its own facts only; store 0 has the table. */
+		if (!memcmp(sb->pool_uuid, sb->uuid, CFS_UUID_BYTES))
+			return fail(why, "a data store has the pool's uuid as its own", -EUCLEAN);
+		if (sb->store_count != 0)
+			return fail(why, "a data store carries a table of stores", -EUCLEAN);
+		if (sb->unit_base == 0 || !pool_range_fits(sb, sb->unit_base, sb->data_unit_count))
+			return fail(why, "a data store's units lie outside the pool's unit space",
+				    -EUCLEAN);
+		return 0;
+	}
+	if (memcmp(sb->pool_uuid, sb->uuid, CFS_UUID_BYTES))
+		return fail(why, "store 0 of a pool does not carry the pool's uuid", -EUCLEAN);
+	if (sb->unit_base != 0)
+		return fail(why, "store 0 of a pool does not start at unit 0", -EUCLEAN);
+	if (sb->store_count < 1 || sb->store_count > CFS_POOL_STORES_MAX)
+		return fail(why, "the table of stores is empty or too long", -EUCLEAN);
+	for (uint32_t i = 0; i < sb->store_count; i++) {
+		const struct cfs_store_entry *e = &sb->stores[i];
+
+		if (cfs_uuid_is_null(e->uuid))
+			return fail(why, "a store in the table has no uuid", -EUCLEAN);
+		if (e->state != CFS_STORE_ACTIVE && e->state != CFS_STORE_REMOVING)
+			return fail(why, "a store in the table has an unknown state", -EUCLEAN);
+		if (label_invalid(e->label))
+			return fail(why, "a store's label in the table is not NUL-padded",
+				    -EUCLEAN);
+		if (!pool_range_fits(sb, e->unit_base, e->unit_count))
+			return fail(why, "a store's units lie outside the pool's unit space",
+				    -EUCLEAN);
+		if ((e->index == 0) != (i == 0))
+			return fail(why, "store 0 is not the first entry of the table", -EUCLEAN);
+		for (uint32_t j = 0; j < i; j++) {
+			const struct cfs_store_entry *o = &sb->stores[j];
+
+			if (o->index == e->index || !memcmp(o->uuid, e->uuid, CFS_UUID_BYTES))
+				return fail(why, "two stores in the table share an index or a uuid",
+					    -EUCLEAN);
+			if (e->label[0] && !strcmp(o->label, e->label))
+				return fail(why, "two stores in the table share a label", -EUCLEAN);
+			/* Disjoint and never adjacent: no run of consecutive
+			 * unit numbers crosses two stores. */
+			if (e->unit_base <= o->unit_base + o->unit_count &&
+			    o->unit_base <= e->unit_base + e->unit_count)
+				return fail(why, "two stores' unit ranges touch or overlap",
+					    -EUCLEAN);
+		}
+	}
+	if (memcmp(sb->stores[0].uuid, sb->uuid, CFS_UUID_BYTES) || sb->stores[0].unit_base != 0 ||
+	    sb->stores[0].unit_count != sb->data_unit_count)
+		return fail(why, "the table's entry for store 0 does not describe it", -EUCLEAN);
+	return 0;
+}
+
 int cfs_sb_validate(const struct cfs_sb *sb, const char **why)
 {
-	const char *nul;
-	size_t i;
 	int ret;
 
 	ret = validate_geometry(sb, why);
 	if (ret)
 		return ret;
-	if (sb->meta_active_half > 1)
-		return fail(why, "active metadata half is neither 0 nor 1", -EUCLEAN);
-	if (sb->meta_snap_length_bytes < CFS_SNAP_HEADER_BYTES ||
-	    sb->meta_snap_length_bytes > cfs_sb_half_size_bytes(sb))
-		return fail(why, "snapshot length does not fit the metadata half", -EUCLEAN);
-	if (sb->log_seq_start < CFS_LOG_SEQ_FIRST)
-		return fail(why, "log sequence start is zero", -EUCLEAN);
-	nul = memchr(sb->label, 0, sizeof(sb->label));
-	if (!nul)
-		return fail(why, "label is not NUL-terminated", -EUCLEAN);
-	for (i = (size_t)(nul - sb->label); i < sizeof(sb->label); i++)
-		if (sb->label[i])
-			return fail(why, "label is not NUL-padded", -EUCLEAN);
+	if (!cfs_sb_is_data_store(sb)) {
+		if (sb->meta_active_half > 1)
+			return fail(why, "active metadata half is neither 0 nor 1", -EUCLEAN);
+		if (sb->meta_snap_length_bytes < CFS_SNAP_HEADER_BYTES ||
+		    sb->meta_snap_length_bytes > cfs_sb_half_size_bytes(sb))
+			return fail(why, "snapshot length does not fit the metadata half",
+				    -EUCLEAN);
+		if (sb->log_seq_start < CFS_LOG_SEQ_FIRST)
+			return fail(why, "log sequence start is zero", -EUCLEAN);
+	}
+	if (label_invalid(sb->label))
+		return fail(why, label_invalid(sb->label), -EUCLEAN);
+	if (sb->incompat & CFS_FEAT_INCOMPAT_POOL)
+		return validate_pool(sb, why);
 	return 0;
 }
 
@@ -218,6 +303,43 @@ int cfs_sb_layout(struct cfs_sb *sb, uint64_t store_size_bytes, uint32_t block_s
 	return 0;
 }
 
+int cfs_sb_layout_data_store(struct cfs_sb *sb, uint64_t store_size_bytes,
+			     uint32_t block_size_bytes, uint32_t alloc_unit_bytes, const char **why)
+{
+	uint64_t au, data_offset;
+	int ret;
+
+	if (!block_size_bytes)
+		block_size_bytes = CFS_BLOCK_SIZE_DEFAULT;
+	if (!alloc_unit_bytes)
+		alloc_unit_bytes = CFS_ALLOC_UNIT_DEFAULT;
+	ret = validate_sectors(sb->logical_sector_bytes, sb->physical_sector_bytes, why, -EINVAL);
+	if (ret)
+		return ret;
+	ret = validate_block_and_unit(block_size_bytes, alloc_unit_bytes, sb->logical_sector_bytes,
+				      why, -EINVAL);
+	if (ret)
+		return ret;
+	if (store_size_bytes < CFS_STORE_MIN_BYTES)
+		return fail(why, "store too small: chunkfs needs at least 16 MiB", -EINVAL);
+	au = alloc_unit_bytes;
+	data_offset = round_up(CFS_SB_AREA_BYTES, au);
+	if (store_size_bytes - data_offset < au)
+		return fail(why, "store too small for the superblocks and one allocation unit",
+			    -EINVAL);
+	sb->block_size_bytes = block_size_bytes;
+	sb->alloc_unit_bytes = alloc_unit_bytes;
+	sb->store_size_bytes = store_size_bytes;
+	sb->meta_offset_bytes = data_offset;
+	sb->meta_size_bytes = 0;
+	sb->meta_active_half = 0;
+	sb->meta_snap_length_bytes = 0;
+	sb->data_offset_bytes = data_offset;
+	sb->data_unit_count = (store_size_bytes - data_offset) / au;
+	sb->data_size_bytes = sb->data_unit_count * au;
+	return 0;
+}
+
 int cfs_sb_set_label(struct cfs_sb *sb, const char *label)
 {
 	size_t length = strlen(label);
@@ -274,6 +396,23 @@ void cfs_sb_encode(const struct cfs_sb *sb, void *block)
 	d.data_offset_bytes = htole64(sb->data_offset_bytes);
 	d.data_size_bytes = htole64(sb->data_size_bytes);
 	d.data_unit_count = htole64(sb->data_unit_count);
+	if (sb->incompat & CFS_FEAT_INCOMPAT_POOL) {
+		memcpy(d.pool_uuid, sb->pool_uuid, sizeof(d.pool_uuid));
+		d.store_index = htole32(sb->store_index);
+		d.store_count = htole32(sb->store_count);
+		d.unit_base = htole64(sb->unit_base);
+		for (uint32_t i = 0; i < sb->store_count; i++) {
+			const struct cfs_store_entry *e = &sb->stores[i];
+			struct cfs_dstore *o = &d.stores[i];
+
+			memcpy(o->uuid, e->uuid, sizeof(o->uuid));
+			o->index = htole32(e->index);
+			o->state = htole32(e->state);
+			o->unit_base = htole64(e->unit_base);
+			o->unit_count = htole64(e->unit_count);
+			memcpy(o->label, e->label, sizeof(o->label));
+		}
+	}
 	d.checksum = 0;
 	d.checksum = htole64(XXH3_64bits(&d, sizeof(d)));
 	memcpy(block, &d, sizeof(d));
@@ -322,6 +461,25 @@ static int sb_decode(const void *block, struct cfs_sb *sb, const char **why, boo
 	s.data_offset_bytes = le64toh(d.data_offset_bytes);
 	s.data_size_bytes = le64toh(d.data_size_bytes);
 	s.data_unit_count = le64toh(d.data_unit_count);
+	if (s.incompat & CFS_FEAT_INCOMPAT_POOL) {
+		memcpy(s.pool_uuid, d.pool_uuid, sizeof(s.pool_uuid));
+		s.store_index = le32toh(d.store_index);
+		s.store_count = le32toh(d.store_count);
+		s.unit_base = le64toh(d.unit_base);
+		if (s.store_count > CFS_POOL_STORES_MAX)
+			s.store_count = CFS_POOL_STORES_MAX + 1; /* refused by validate */
+		for (uint32_t i = 0; i < s.store_count && i < CFS_POOL_STORES_MAX; i++) {
+			struct cfs_store_entry *e = &s.stores[i];
+			const struct cfs_dstore *o = &d.stores[i];
+
+			memcpy(e->uuid, o->uuid, sizeof(e->uuid));
+			e->index = le32toh(o->index);
+			e->state = le32toh(o->state);
+			e->unit_base = le64toh(o->unit_base);
+			e->unit_count = le64toh(o->unit_count);
+			memcpy(e->label, o->label, sizeof(e->label));
+		}
+	}
 	*sb = s;
 
 	if (s.version != CFS_FORMAT_VERSION)
@@ -508,6 +666,28 @@ static void print_flags(FILE *f, uint64_t flags)
 			(uint64_t)(flags & ~CFS_SB_FLAGS_KNOWN));
 }
 
+/* The pool lines of cfs_sb_print (only for stores of a pool). */
+static void print_pool(FILE *f, const struct cfs_sb *sb)
+{
+	char uuid[CFS_UUID_STR_BYTES];
+
+	cfs_uuid_unparse(sb->pool_uuid, uuid);
+	fprintf(f, "pool:            %s, store %" PRIu32 " (%s)\n", uuid, sb->store_index,
+		sb->store_index ? "data only" : "holds the metadata");
+	fprintf(f, "pool units:      %" PRIu64 " to %" PRIu64 "\n", sb->unit_base,
+		sb->unit_base + sb->data_unit_count - 1);
+	for (uint32_t i = 0; i < sb->store_count && i < CFS_POOL_STORES_MAX; i++) {
+		const struct cfs_store_entry *e = &sb->stores[i];
+
+		cfs_uuid_unparse(e->uuid, uuid);
+		fprintf(f, "store %-10" PRIu32 " ", e->index);
+		print_label(f, e->label);
+		fprintf(f, " %s, units %" PRIu64 " to %" PRIu64 ", %s\n", uuid, e->unit_base,
+			e->unit_base + e->unit_count - 1,
+			e->state == CFS_STORE_REMOVING ? "removing" : "active");
+	}
+}
+
 void cfs_sb_print(FILE *f, const struct cfs_sb *sb)
 {
 	char uuid[CFS_UUID_STR_BYTES];
@@ -552,6 +732,8 @@ void cfs_sb_print(FILE *f, const struct cfs_sb *sb)
 	print_flags(f, sb->flags);
 	fputc('\n', f);
 	fprintf(f, "generation:      %" PRIu64 "\n", sb->generation);
+	if (sb->incompat & CFS_FEAT_INCOMPAT_POOL)
+		print_pool(f, sb);
 }
 
 /* ---- log records ---------------------------------------------------------- */

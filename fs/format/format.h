@@ -62,11 +62,14 @@
  *   ro_compat  a reader that does not know the bit may only read: decode
  *              succeeds with CFS_SB_RO_REQUIRED.
  *   incompat   a reader that does not know the bit must refuse: -EOPNOTSUPP.
- * Format version 1 defines no feature bits yet.
  */
+/* A store of a pool of several stores (fs/POOLS.md): the pool fields are
+ * valid, store 0 carries the table of stores, other stores hold data only. */
+#define CFS_FEAT_INCOMPAT_POOL		(1ull << 0)
+
 #define CFS_FEAT_COMPAT_SUPPORTED	0ull
 #define CFS_FEAT_RO_COMPAT_SUPPORTED	0ull
-#define CFS_FEAT_INCOMPAT_SUPPORTED	0ull
+#define CFS_FEAT_INCOMPAT_SUPPORTED	CFS_FEAT_INCOMPAT_POOL
 
 /* Positive return of cfs_sb_decode / cfs_sb_pick / cfs_sb_check_mountable:
  * the superblock is valid but has ro_compat features this code does not
@@ -88,6 +91,20 @@
 #define CFS_META_DEFAULT_MAX_BYTES (1ull << 30)	/* default clamp high */
 #define CFS_META_MAX_BYTES	(64ull << 30)	/* explicit maximum */
 #define CFS_META_DEFAULT_PERCENT 1u		/* default: 1% of the store */
+
+/* ---- constants: pools -------------------------------------------------- */
+
+#define CFS_POOL_STORES_MAX	32u		/* stores in one pool (the table) */
+#define CFS_POOL_TABLE_OFFSET	512u		/* byte offset of the table in store 0's sb */
+#define CFS_POOL_ENTRY_BYTES	104u		/* one table entry */
+#define CFS_POOL_ADDRESS_MAX	(1ull << 62)	/* pool addresses of every unit stay below */
+#define CFS_STORE_NONE		UINT32_MAX	/* "no store" (placement records) */
+
+/* A store's state in the table. */
+enum cfs_store_state {
+	CFS_STORE_ACTIVE = 1,		/* data goes there */
+	CFS_STORE_REMOVING = 2,		/* being emptied: no new units, then dropped */
+};
 
 /* ---- constants: metadata log and snapshot ------------------------------ */
 
@@ -125,6 +142,7 @@ enum cfs_log_type {
 	CFS_LOG_DIRENT_RENAME = 21,
 	CFS_LOG_XATTR_SET = 22,		/* daemon: user xattr (a piece of its value) */
 	CFS_LOG_XATTR_REMOVE = 23,
+	CFS_LOG_INODE_PLACE = 24,	/* daemon: the store a file or directory is placed on */
 
 	CFS_LOG_EXTENT_MAP = 64,
 	CFS_LOG_EXTENT_UNMAP = 65,
@@ -163,11 +181,36 @@ struct cfs_dsb {
 	uint64_t	data_offset_bytes;	/*  208 */
 	uint64_t	data_size_bytes;	/*  216 data_unit_count * alloc_unit_bytes */
 	uint64_t	data_unit_count;	/*  224 */
-	uint8_t		reserved[3856];		/*  232 zero */
+	/* Pool fields: meaningful only with CFS_FEAT_INCOMPAT_POOL (zero otherwise). */
+	uint8_t		pool_uuid[CFS_UUID_BYTES]; /* 232 = uuid of the pool's store 0 */
+	uint32_t	store_index;		/*  248 this store's index, 0 = holds the metadata */
+	uint32_t	store_count;		/*  252 entries in stores[] (store 0 only, else 0) */
+	uint64_t	unit_base;		/*  256 pool unit number of this store's unit 0 */
+	uint8_t		reserved[248];		/*  264 zero */
+	struct cfs_dstore {			/*  512 the table of stores (store 0 only) */
+		uint8_t		uuid[CFS_UUID_BYTES];	/*  +0 the store's own uuid */
+		uint32_t	index;			/* +16 */
+		uint32_t	state;			/* +20 enum cfs_store_state */
+		uint64_t	unit_base;		/* +24 first pool unit */
+		uint64_t	unit_count;		/* +32 = its data_unit_count */
+		uint8_t		label[CFS_LABEL_BYTES];	/* +40 NUL-padded */
+	} stores[CFS_POOL_STORES_MAX];
+	uint8_t		reserved2[248];		/* 3840 zero */
 	uint64_t	checksum;		/* 4088 XXH3-64, seed 0, this field as 0 */
 };
 
 /* ---- in-core superblock ------------------------------------------------ */
+
+/* One store of a pool, as store 0's table lists it. */
+struct cfs_store_entry {
+	uint8_t		uuid[CFS_UUID_BYTES];
+	uint32_t	index;
+	uint32_t	state;			/* enum cfs_store_state */
+	uint64_t	unit_base;
+	uint64_t	unit_count;
+	char		label[CFS_LABEL_BYTES];	/* NUL-terminated, NUL-padded */
+};
+
 struct cfs_sb {
 	uint32_t	version;
 	uint64_t	compat;
@@ -195,7 +238,21 @@ struct cfs_sb {
 	uint64_t	data_offset_bytes;
 	uint64_t	data_size_bytes;
 	uint64_t	data_unit_count;
+
+	/* Pools (CFS_FEAT_INCOMPAT_POOL in incompat; all zero without it: a
+	 * store that is a pool of one, see cfs_sb_is_data_store()). */
+	uint8_t		pool_uuid[CFS_UUID_BYTES];
+	uint32_t	store_index;
+	uint64_t	unit_base;
+	uint32_t	store_count;		/* store 0: entries of stores[] */
+	struct cfs_store_entry stores[CFS_POOL_STORES_MAX];
 };
+
+/* A data store of a pool: it holds no metadata region (meta_size_bytes 0). */
+static inline bool cfs_sb_is_data_store(const struct cfs_sb *sb)
+{
+	return (sb->incompat & CFS_FEAT_INCOMPAT_POOL) && sb->store_index != 0;
+}
 
 /* ---- superblock API ---------------------------------------------------- */
 
@@ -225,12 +282,23 @@ int cfs_sb_layout(struct cfs_sb *sb, uint64_t store_size_bytes,
 		  uint32_t block_size_bytes, uint32_t alloc_unit_bytes,
 		  uint64_t meta_size_bytes, const char **why);
 
+/*
+ * The geometry of a data store of a pool (fs/POOLS.md): no metadata region;
+ * data starts after the superblock area, rounded up to the allocation unit.
+ * Same checks and parameters as cfs_sb_layout() (block size, allocation unit
+ * 0 = defaults); sets meta_size_bytes 0 and meta_offset = data offset.
+ */
+int cfs_sb_layout_data_store(struct cfs_sb *sb, uint64_t store_size_bytes,
+			     uint32_t block_size_bytes, uint32_t alloc_unit_bytes,
+			     const char **why);
+
 /* Copy a label in (NUL-padded). -ENAMETOOLONG above 63 bytes. */
 int cfs_sb_set_label(struct cfs_sb *sb, const char *label);
 
 /* Geometry and label consistency of an in-core superblock (not features,
- * not flags). 0 or -EUCLEAN with *why. Used by encode (as an assertion)
- * and by decode. */
+ * not flags), and with CFS_FEAT_INCOMPAT_POOL the pool fields and store 0's
+ * table (FORMAT.md 3.4). 0 or -EUCLEAN with *why. Used by encode (as an
+ * assertion) and by decode. */
 int cfs_sb_validate(const struct cfs_sb *sb, const char **why);
 
 /*

@@ -50,8 +50,25 @@ CFS_CHECK_OFFSET(struct cfs_dsb, log_seq_start, 200);
 CFS_CHECK_OFFSET(struct cfs_dsb, data_offset_bytes, 208);
 CFS_CHECK_OFFSET(struct cfs_dsb, data_size_bytes, 216);
 CFS_CHECK_OFFSET(struct cfs_dsb, data_unit_count, 224);
-CFS_CHECK_OFFSET(struct cfs_dsb, reserved, 232);
+CFS_CHECK_OFFSET(struct cfs_dsb, pool_uuid, 232);
+CFS_CHECK_OFFSET(struct cfs_dsb, store_index, 248);
+CFS_CHECK_OFFSET(struct cfs_dsb, store_count, 252);
+CFS_CHECK_OFFSET(struct cfs_dsb, unit_base, 256);
+CFS_CHECK_OFFSET(struct cfs_dsb, reserved, 264);
+CFS_CHECK_OFFSET(struct cfs_dsb, stores, CFS_POOL_TABLE_OFFSET);
+CFS_CHECK_OFFSET(struct cfs_dsb, reserved2, 3840);
 CFS_CHECK_OFFSET(struct cfs_dsb, checksum, 4088);
+
+/* one entry of the table of stores */
+CFS_CHECK_SIZE(struct cfs_dstore, CFS_POOL_ENTRY_BYTES);
+CFS_CHECK_OFFSET(struct cfs_dstore, uuid, 0);
+CFS_CHECK_OFFSET(struct cfs_dstore, index, 16);
+CFS_CHECK_OFFSET(struct cfs_dstore, state, 20);
+CFS_CHECK_OFFSET(struct cfs_dstore, unit_base, 24);
+CFS_CHECK_OFFSET(struct cfs_dstore, unit_count, 32);
+CFS_CHECK_OFFSET(struct cfs_dstore, label, 40);
+_Static_assert(CFS_POOL_TABLE_OFFSET + CFS_POOL_STORES_MAX * CFS_POOL_ENTRY_BYTES <= 4088,
+	       "the table of stores fits before the checksum");
 
 /* log record header */
 CFS_CHECK_SIZE(struct cfs_dlog_header, 32);

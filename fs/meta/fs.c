@@ -150,6 +150,13 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 		set_err(err, err_bytes, "cannot mount: %s", why ? why : strerror(-ret));
 		goto out_free;
 	}
+	if (fs->sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
+		/* Assembling a pool (fs/POOLS.md) is the next step; until then
+		 * no program writes one, and none may mount half of one. */
+		ret = -EOPNOTSUPP;
+		set_err(err, err_bytes, "a store of a pool of several stores: not supported yet");
+		goto out_free;
+	}
 	if (ret == CFS_SB_RO_REQUIRED) {
 		cfs_fs_log(fs, "the store has features this version does not know: read-only");
 		fs->mounted_ro = true;

@@ -241,7 +241,8 @@ Test(sb, unsupported_version)
 	cr_assert_eq(out.version, CFS_FORMAT_VERSION + 1, "filled once the checksum verified");
 }
 
-/* Every bit of each mask, one at a time (none are known in version 1). */
+/* Every bit of each mask, one at a time (the known incompat bits have their
+ * own tests: pool_*). */
 Test(sb, feature_bits)
 {
 	struct cfs_sb sb, out;
@@ -269,6 +270,8 @@ Test(sb, feature_bits)
 		cr_assert_eq(out.ro_compat, mask);
 		cr_assert_eq(cfs_sb_check_mountable(&out, NULL), CFS_SB_RO_REQUIRED);
 
+		if (mask & CFS_FEAT_INCOMPAT_SUPPORTED)
+			continue;
 		memcpy(block, orig, sizeof(block));
 		sb_patch(block, 32, 8, mask);	/* incompat: refused */
 		cr_assert_eq(cfs_sb_decode(block, &out, NULL), -EOPNOTSUPP, "incompat bit %u", bit);
@@ -360,6 +363,212 @@ Test(sb, label_not_terminated)
 	sb_reseal(block);
 	cr_assert_eq(cfs_sb_decode(block, &out, &why), -EUCLEAN);
 	cr_assert_str_eq(why, "label is not NUL-terminated");
+}
+
+/* ---- superblock: pools (FORMAT.md 3.4) ------------------------------------ */
+
+static const char *const data_uuid_str = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+
+/* make_sb() as store 0 of a pool of two: itself and a data store of 100
+ * units after a one-unit gap. */
+static void make_pool_sb(struct cfs_sb *sb)
+{
+	struct cfs_store_entry *e;
+
+	make_sb(sb, 0);
+	sb->incompat |= CFS_FEAT_INCOMPAT_POOL;
+	memcpy(sb->pool_uuid, sb->uuid, CFS_UUID_BYTES);
+	sb->store_index = 0;
+	sb->unit_base = 0;
+	sb->store_count = 2;
+	e = &sb->stores[0];
+	memcpy(e->uuid, sb->uuid, CFS_UUID_BYTES);
+	e->index = 0;
+	e->state = CFS_STORE_ACTIVE;
+	e->unit_base = 0;
+	e->unit_count = sb->data_unit_count;
+	strcpy(e->label, "rootdbs");
+	e = &sb->stores[1];
+	cr_assert_eq(cfs_uuid_parse(data_uuid_str, e->uuid), 0);
+	e->index = 1;
+	e->state = CFS_STORE_REMOVING;
+	e->unit_base = sb->data_unit_count + 1;
+	e->unit_count = 100;
+	strcpy(e->label, "hdd0");
+}
+
+/* The data store listed in make_pool_sb()'s table. */
+static void make_data_sb(struct cfs_sb *sb, const struct cfs_sb *store0)
+{
+	const char *why = NULL;
+
+	cfs_sb_init_defaults(sb);
+	cr_assert_eq(cfs_sb_layout_data_store(sb, 100 * MiB + 2 * MiB, 0, 0, &why), 0, "%s", why);
+	cr_assert_eq(sb->meta_size_bytes, 0);
+	cr_assert_eq(sb->data_offset_bytes, MiB);
+	cr_assert_eq(sb->data_unit_count, 101);
+	cr_assert_eq(cfs_uuid_parse(data_uuid_str, sb->uuid), 0);
+	cr_assert_eq(cfs_sb_set_label(sb, "hdd0"), 0);
+	sb->incompat |= CFS_FEAT_INCOMPAT_POOL;
+	memcpy(sb->pool_uuid, store0->uuid, CFS_UUID_BYTES);
+	sb->store_index = 1;
+	sb->unit_base = store0->stores[1].unit_base;
+}
+
+Test(sb, pool_store0_roundtrip)
+{
+	struct cfs_sb sb, out;
+	uint8_t block[CFS_SB_BLOCK_BYTES];
+	const char *why = NULL;
+
+	make_pool_sb(&sb);
+	cfs_sb_encode(&sb, block);
+	cr_assert_eq(get_le(block, 32, 8), CFS_FEAT_INCOMPAT_POOL);
+	cr_assert_arr_eq(block + 232, sb.uuid, CFS_UUID_BYTES);
+	cr_assert_eq(get_le(block, 252, 4), 2);
+	cr_assert_eq(get_le(block, CFS_POOL_TABLE_OFFSET + CFS_POOL_ENTRY_BYTES + 16, 4), 1);
+	cr_assert_eq(get_le(block, CFS_POOL_TABLE_OFFSET + CFS_POOL_ENTRY_BYTES + 20, 4),
+		     CFS_STORE_REMOVING);
+	cr_assert_eq(get_le(block, CFS_POOL_TABLE_OFFSET + CFS_POOL_ENTRY_BYTES + 24, 8),
+		     sb.data_unit_count + 1);
+	cr_assert_eq(get_le(block, CFS_POOL_TABLE_OFFSET + CFS_POOL_ENTRY_BYTES + 32, 8), 100);
+	cr_assert_str_eq((const char *)block + CFS_POOL_TABLE_OFFSET + CFS_POOL_ENTRY_BYTES + 40,
+			 "hdd0");
+	cr_assert_eq(cfs_sb_decode(block, &out, &why), 0, "%s", why);
+	assert_sb_equal(&sb, &out);
+	cr_assert_eq(out.store_count, 2);
+	cr_assert_arr_eq(&out.stores[0], &sb.stores[0], sizeof(sb.stores[0]));
+	cr_assert_arr_eq(&out.stores[1], &sb.stores[1], sizeof(sb.stores[1]));
+	cr_assert_eq(cfs_sb_check_mountable(&out, NULL), 0);
+}
+
+Test(sb, pool_data_store_roundtrip)
+{
+	struct cfs_sb s0, sb, out;
+	uint8_t block[CFS_SB_BLOCK_BYTES];
+	const char *why = NULL;
+
+	make_pool_sb(&s0);
+	make_data_sb(&sb, &s0);
+	cr_assert(cfs_sb_is_data_store(&sb));
+	cr_assert_not(cfs_sb_is_data_store(&s0));
+	cfs_sb_encode(&sb, block);
+	cr_assert_eq(cfs_sb_decode(block, &out, &why), 0, "%s", why);
+	assert_sb_equal(&sb, &out);
+	cr_assert_arr_eq(out.pool_uuid, s0.uuid, CFS_UUID_BYTES);
+	cr_assert_eq(out.store_index, 1);
+	cr_assert_eq(out.unit_base, s0.data_unit_count + 1);
+	cr_assert_eq(out.store_count, 0);
+}
+
+/* Without the feature bit the pool fields are not read: a store of today. */
+Test(sb, pool_fields_ignored_without_the_bit)
+{
+	struct cfs_sb sb, out;
+	uint8_t block[CFS_SB_BLOCK_BYTES];
+
+	make_sb(&sb, 0);
+	cfs_sb_encode(&sb, block);
+	sb_patch(block, 248, 4, 7);
+	cr_assert_eq(cfs_sb_decode(block, &out, NULL), 0);
+	cr_assert_eq(out.store_index, 0);
+	cr_assert_not(cfs_sb_is_data_store(&out));
+}
+
+struct pool_case {
+	char name[48];
+	int kind; /* 0: store 0, 1: data store */
+	size_t offset;
+	unsigned int width;
+	uint64_t value;
+	char why[80];
+};
+
+#define E1 (CFS_POOL_TABLE_OFFSET + CFS_POOL_ENTRY_BYTES) /* entry 1 */
+
+ParameterizedTestParameters(sb, pool_refused)
+{
+	static struct pool_case cases[] = {
+		{"no pool uuid", 0, 232, 8, 0, ""},
+		{"store 0 with a unit base", 0, 256, 8, 5,
+		 "store 0 of a pool does not start at unit 0"},
+		{"empty table", 0, 252, 4, 0, "the table of stores is empty or too long"},
+		{"too long a table", 0, 252, 4, CFS_POOL_STORES_MAX + 1,
+		 "the table of stores is empty or too long"},
+		{"entry 1 adjacent", 0, E1 + 24, 8, 0, "two stores' unit ranges touch or overlap"},
+		{"entry 1 index 0", 0, E1 + 16, 4, 0, "store 0 is not the first entry of the table"},
+		{"entry 1 bad state", 0, E1 + 20, 4, 9, "a store in the table has an unknown state"},
+		{"entry 1 no units", 0, E1 + 32, 8, 0,
+		 "a store's units lie outside the pool's unit space"},
+		{"entry 1 beyond the space", 0, E1 + 24, 8, 1ull << 60,
+		 "a store's units lie outside the pool's unit space"},
+		{"entry 0 other count", 0, CFS_POOL_TABLE_OFFSET + 32, 8, 3,
+		 "the table's entry for store 0 does not describe it"},
+		{"data store with a table", 1, 252, 4, 1, "a data store carries a table of stores"},
+		{"data store at unit 0", 1, 256, 8, 0,
+		 "a data store's units lie outside the pool's unit space"},
+		{"data store with metadata", 1, 184, 8, 2 * MiB,
+		 "a data store of a pool has a metadata region"},
+	};
+	return cr_make_param_array(struct pool_case, cases, ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct pool_case *c, sb, pool_refused)
+{
+	struct cfs_sb s0, sb, out;
+	uint8_t block[CFS_SB_BLOCK_BYTES];
+	const char *why = NULL;
+
+	make_pool_sb(&s0);
+	if (c->kind == 1) {
+		make_data_sb(&sb, &s0);
+		cfs_sb_encode(&sb, block);
+	} else {
+		cfs_sb_encode(&s0, block);
+	}
+	if (c->offset == 232) {
+		memset(block + 232, 0, CFS_UUID_BYTES);
+		sb_reseal(block);
+	} else {
+		sb_patch(block, c->offset, c->width, c->value);
+	}
+	cr_assert_eq(cfs_sb_decode(block, &out, &why), -EUCLEAN, "%s", c->name);
+	if (c->why[0])
+		cr_assert_str_eq(why, c->why, "%s", c->name);
+}
+
+Test(sb, pool_duplicate_label_refused)
+{
+	struct cfs_sb sb, out;
+	uint8_t block[CFS_SB_BLOCK_BYTES];
+	const char *why = NULL;
+
+	make_pool_sb(&sb);
+	cfs_sb_encode(&sb, block);
+	memcpy(block + E1 + 40, "rootdbs", 8);
+	sb_reseal(block);
+	cr_assert_eq(cfs_sb_decode(block, &out, &why), -EUCLEAN);
+	cr_assert_str_eq(why, "two stores in the table share a label");
+}
+
+Test(sb, pool_print)
+{
+	struct cfs_sb sb;
+	char *text = NULL;
+	size_t length = 0;
+	FILE *f = open_memstream(&text, &length);
+
+	make_pool_sb(&sb);
+	cfs_sb_print(f, &sb);
+	fclose(f);
+	cr_assert_not_null(strstr(text, "pool:            0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f0, "
+					"store 0 (holds the metadata)\n"),
+			   "%s", text);
+	cr_assert_not_null(strstr(text, "store 1          \"hdd0\" "
+					"aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee, units 1012 to 1111, "
+					"removing\n"),
+			   "%s", text);
+	free(text);
 }
 
 /* ---- superblock: encode refuses what decode would refuse (pair assertion) */
