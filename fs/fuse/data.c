@@ -523,7 +523,7 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		/* A direct read that crossed the end of the chunk: the database
 		 * asked for a page that is not (all) there. */
 		if (c->op == OP_READ && !err && c->direct && c->length_bytes < c->asked_bytes)
-			flags |= CFS_CS_SHORT;
+			flags |= CFS_CS_SHORT_READ;
 		cfs_cs_request_done(c->stats, c->op == OP_READ ? CFS_IO_READ : CFS_IO_WRITE, err,
 				    err ? 0 : c->length_bytes, cfs_now_ns() - c->start_ns, flags);
 	}

@@ -68,7 +68,7 @@ struct cfs_cs_shard {
 	uint64_t err_eio;
 	uint64_t err_enospc;
 	uint64_t err_misaligned;
-	uint64_t err_short;
+	uint64_t short_reads;
 	uint64_t err_other;
 	uint64_t rmw_ops;
 };
@@ -144,7 +144,7 @@ void cfs_cs_request_begin(struct cfs_chunk_stats *cs)
 /* The counters one request moves: a chunk's io, a shard, or a slot. */
 struct charge_to {
 	struct cfs_io_op_stats *os;
-	uint64_t *err_eio, *err_enospc, *err_misaligned, *err_short, *err_other, *rmw_ops;
+	uint64_t *err_eio, *err_enospc, *err_misaligned, *short_reads, *err_other, *rmw_ops;
 };
 
 static void charge(const struct charge_to *to, int res, uint64_t bytes, uint64_t latency_ns,
@@ -163,23 +163,24 @@ static void charge(const struct charge_to *to, int res, uint64_t bytes, uint64_t
 	} else if (bytes) {
 		add64(&to->os->bytes, bytes);
 	}
-	if (flags & CFS_CS_SHORT)
-		add64(to->err_short, 1);
+	if (flags & CFS_CS_SHORT_READ)
+		add64(to->short_reads, 1);
 	if (flags & CFS_CS_RMW)
 		add64(to->rmw_ops, 1);
 	cfs_hist_record(&to->os->latency, latency_ns);
 	add64(&to->os->ops, 1);
 }
 
-static void charge_io(struct cfs_io_stats *io, enum cfs_io_op op, int res, uint64_t bytes,
+static void charge_io(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res, uint64_t bytes,
 		      uint64_t latency_ns, unsigned flags)
 {
+	struct cfs_io_stats *io = &cs->io;
 	struct charge_to to = {
 		.os = &io->op[op],
 		.err_eio = &io->err_eio,
 		.err_enospc = &io->err_enospc,
 		.err_misaligned = &io->err_misaligned,
-		.err_short = &io->err_short,
+		.short_reads = &cs->short_reads,
 		.err_other = &io->err_other,
 		.rmw_ops = &io->rmw_ops,
 	};
@@ -225,21 +226,21 @@ void cfs_cs_request_done(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res,
 				.err_eio = &sh->err_eio,
 				.err_enospc = &sh->err_enospc,
 				.err_misaligned = &sh->err_misaligned,
-				.err_short = &sh->err_short,
+				.short_reads = &sh->short_reads,
 				.err_other = &sh->err_other,
 				.rmw_ops = &sh->rmw_ops,
 			};
 
 			charge(&to, res, bytes, latency_ns, flags);
 		} else {
-			charge_io(&cs->io, op, res, bytes, latency_ns, flags);
+			charge_io(cs, op, res, bytes, latency_ns, flags);
 		}
 		if (flags & CFS_CS_INFLIGHT)
 			__atomic_fetch_sub(&cs->io.inflight_now, 1, __ATOMIC_RELAXED);
 	}
 	/* The slot has no in-flight gauge of its own: the mount's is below. */
 	if (slot)
-		charge_io(&slot->io, op, res, bytes, latency_ns, flags);
+		charge_io(slot, op, res, bytes, latency_ns, flags);
 	if (flags & CFS_CS_INFLIGHT)
 		gauge_down(&mount_inflight);
 }
@@ -328,10 +329,11 @@ void cfs_cs_reset(struct cfs_chunk_stats *cs)
 		store64(&sh->err_eio, 0);
 		store64(&sh->err_enospc, 0);
 		store64(&sh->err_misaligned, 0);
-		store64(&sh->err_short, 0);
+		store64(&sh->short_reads, 0);
 		store64(&sh->err_other, 0);
 		store64(&sh->rmw_ops, 0);
 	}
+	store64(&cs->short_reads, 0);
 	/* Last, so reset_time moves once everything is zero. */
 	cfs_io_stats_reset(&cs->io);
 	store64(&cs->opens_total, 0);
@@ -389,6 +391,7 @@ void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *
 	dst->opens_total = load64(&src->opens_total);
 	dst->opens_direct = load64(&src->opens_direct);
 	dst->opens_buffered = load64(&src->opens_buffered);
+	dst->short_reads = load64(&src->short_reads);
 	for (unsigned i = 0; i < CFS_CS_SHARDS; i++) {
 		const struct cfs_cs_shard *sh = __atomic_load_n(&src->shard[i], __ATOMIC_ACQUIRE);
 
@@ -400,7 +403,7 @@ void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *
 		dst->io.err_eio += load64(&sh->err_eio);
 		dst->io.err_enospc += load64(&sh->err_enospc);
 		dst->io.err_misaligned += load64(&sh->err_misaligned);
-		dst->io.err_short += load64(&sh->err_short);
+		dst->short_reads += load64(&sh->short_reads);
 		dst->io.err_other += load64(&sh->err_other);
 		dst->io.rmw_ops += load64(&sh->rmw_ops);
 	}
@@ -419,7 +422,7 @@ void cfs_cs_mount_snapshot(struct cfs_chunk_stats *dst)
 		dst->io.err_eio += load64(&s->io.err_eio);
 		dst->io.err_enospc += load64(&s->io.err_enospc);
 		dst->io.err_misaligned += load64(&s->io.err_misaligned);
-		dst->io.err_short += load64(&s->io.err_short);
+		dst->short_reads += load64(&s->short_reads);
 		dst->io.err_other += load64(&s->io.err_other);
 		dst->io.rmw_ops += load64(&s->io.rmw_ops);
 		dst->opens_total += load64(&s->opens_total);
@@ -473,7 +476,7 @@ enum kind {
 	K_ERR_EIO,
 	K_ERR_ENOSPC,
 	K_ERR_MISALIGNED,
-	K_ERR_SHORT,
+	K_SHORT_READS,
 	K_ERR_OTHER,
 	K_RMW,
 	K_SOURCE,
@@ -552,7 +555,7 @@ enum kind {
 	X("err_eio", B, K_ERR_EIO, 0)                                                              \
 	X("err_enospc", B, K_ERR_ENOSPC, 0)                                                        \
 	X("err_misaligned", B, K_ERR_MISALIGNED, 0)                                                \
-	X("err_short", B, K_ERR_SHORT, 0)                                                          \
+	X("short_reads", B, K_SHORT_READS, 0)                                                      \
 	X("err_other", B, K_ERR_OTHER, 0)                                                          \
 	X("rmw", B, K_RMW, 0)                                                                      \
 	X("time", B, K_TIME, 0)                                                                    \
@@ -682,7 +685,7 @@ size_t cfs_cs_render_hist(const struct cfs_latency_hist *h, char *buf, size_t si
 
 static uint64_t errors_total(const struct cfs_io_stats *io)
 {
-	return io->err_eio + io->err_enospc + io->err_misaligned + io->err_short + io->err_other;
+	return io->err_eio + io->err_enospc + io->err_misaligned + io->err_other;
 }
 
 /* A numeric value, or UINT64_MAX with *text set for strings and times. */
@@ -755,8 +758,8 @@ static uint64_t field_number(const struct cfs_cs_view *v, unsigned id, const cha
 		return io->err_enospc;
 	case K_ERR_MISALIGNED:
 		return io->err_misaligned;
-	case K_ERR_SHORT:
-		return io->err_short;
+	case K_SHORT_READS:
+		return v->snap.short_reads;
 	case K_ERR_OTHER:
 		return io->err_other;
 	case K_RMW:

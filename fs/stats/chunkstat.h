@@ -18,13 +18,13 @@
  *   inflight_now/max                    READ+WRITE requests being served
  *   err_eio/enospc/other                failed requests by errno
  *   err_misaligned                      O_DIRECT refused by the alignment policy
- *   err_short                           O_DIRECT reads answered with fewer
- *                                       (but more than 0) bytes than asked:
- *                                       the range crossed the end of the chunk
  *   rmw_ops                             requests that needed read-modify-write
  *   reset_time_ns                       start of the counting period (REALTIME)
- * The iopath-only fields (short_retries, op[CFS_IO_ZERO]) stay 0: device
- * requests carry no statistics pointer.
+ * The iopath-only fields (short_retries, err_short, op[CFS_IO_ZERO]) stay 0:
+ * device requests carry no statistics pointer. Outside it, short_reads: the
+ * O_DIRECT reads answered with fewer (but more than 0) bytes than asked
+ * because the range crossed the end of the chunk (RocksDB reads past the end
+ * of every SST file): normal, so not an error and not in errors.
  *
  * READ and WRITE, the hot ones, are charged into one of CFS_CS_SHARDS
  * shards of the chunk, chosen by the charging thread, and summed when read:
@@ -78,6 +78,7 @@ struct cfs_chunk_stats {
 	uint64_t opens_total;	/* successful open/create of the chunk */
 	uint64_t opens_direct;	/* ... with O_DIRECT */
 	uint64_t opens_buffered;
+	uint64_t short_reads;			   /* see the top of this file */
 	struct cfs_cs_shard *shard[CFS_CS_SHARDS]; /* allocated by the first
 						    * request of a thread that
 						    * maps to it */
@@ -86,7 +87,7 @@ struct cfs_chunk_stats {
 /* Flags of cfs_cs_request_done(). */
 #define CFS_CS_INFLIGHT (1u << 0)   /* cfs_cs_request_begin() counted it */
 #define CFS_CS_RMW (1u << 1)	    /* some part went through read-modify-write */
-#define CFS_CS_SHORT (1u << 2)	    /* an O_DIRECT read answered short */
+#define CFS_CS_SHORT_READ (1u << 2) /* an O_DIRECT read cut at the end of the chunk */
 #define CFS_CS_MISALIGNED (1u << 3) /* refused (-EINVAL) by the O_DIRECT policy */
 
 /* ---- charging (data path: lock-free, no allocation) ---------------------- */

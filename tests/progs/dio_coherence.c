@@ -164,8 +164,10 @@ int main(int argc, char **argv)
 		if (dfd < 0)
 			die("open (O_DIRECT)");
 		for (uint32_t o = 0; o < FILE_BYTES; o += REGION_BYTES) {
-			memcpy(wbuf, want + o, REGION_BYTES);
-			if (pwrite(dfd, wbuf, REGION_BYTES, o) != (ssize_t)REGION_BYTES)
+			uint32_t n = FILE_BYTES - o < REGION_BYTES ? FILE_BYTES - o : REGION_BYTES;
+
+			memcpy(wbuf, want + o, n);
+			if (pwrite(dfd, wbuf, n, o) != (ssize_t)n)
 				die("initial write");
 		}
 		if (fsync(dfd))
@@ -266,5 +268,10 @@ int main(int argc, char **argv)
 	       "right, %u buffered readers, %.1f s\n",
 	       mode, (unsigned long long)generation, REGION_BYTES >> 10,
 	       (unsigned long long)checked, readers, now_s() - start);
+	if (map)
+		munmap((void *)map, FILE_BYTES);
+	free(wbuf);
+	free(want);
+	free(got);
 	return status;
 }
