@@ -42,7 +42,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fs/meta/fs.h"
+#include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
 #include "iopath/iopath.h"
 #include "mkchunkfs/fsck.h"
@@ -298,7 +298,7 @@ static int check_superblocks(struct fsck *c)
 		return FSCK_EXIT_UNCORRECTED;
 	}
 	/* Checkable, but chunkfs mounts a store only through a target with
-	 * its own sector size (fs/meta/fs.c): say so before the DBA finds out. */
+	 * its own sector size (fs/meta/mount.c): say so before the DBA finds out. */
 	if (c->sb.logical_sector_bytes != c->sector_bytes)
 		fsck_problem(&c->r, FSCK_WARN,
 			     "the store was formatted for %u-byte sectors, the target has %u: "

@@ -69,6 +69,7 @@
 #include "fs/fuse/data.h"
 #include "fs/fuse/dio_inval.h"
 #include "fs/meta/fs.h"
+#include "fs/meta/namespace.h"
 #include "fs/fuse/transport_uring.h"
 #include "iopath/iopath.h"
 

@@ -64,7 +64,7 @@
 #include "fs/fuse/data.h"
 #include "fs/fuse/dio_inval.h"
 #include "fs/format/format.h"
-#include "fs/meta/fs.h"
+#include "fs/meta/mount.h"
 #include "fs/fuse/killpriv.h"
 #include "fs/stats/statcmd.h"
 #include "fs/fuse/transport_uring.h"

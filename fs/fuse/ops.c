@@ -50,6 +50,8 @@
 #include "fs/fuse/daemon.h"
 #include "fs/fuse/data.h"
 #include "fs/meta/fs.h"
+#include "fs/meta/journal.h"
+#include "fs/meta/namespace.h"
 #include "fs/fuse/killpriv.h"
 #include "fs/fuse/xattr.h"
 

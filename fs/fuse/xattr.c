@@ -37,6 +37,7 @@
 
 #include "fs/stats/chunkstat.h"
 #include "fs/meta/fs.h"
+#include "fs/meta/namespace.h"
 #include "fs/fuse/xattr.h"
 
 #define FS() (cfs_daemon.fs)

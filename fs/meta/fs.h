@@ -1,17 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fs.h — the mounted filesystem object and its lifecycle: mount (read the
- * superblocks, load the snapshot, replay the log, free orphans), the RAM
- * temp mount, unmount (final snapshot + CLEAN), read-only on a failed
- * metadata write.
+ * fs.h — the mounted filesystem object, struct cfs_fs: what every module of
+ * the metadata engine works on. The backing target (iopath), the superblock,
+ * the geometry, the mount options, the read-only state and the log lines;
+ * and pointers to the allocator, the namespace and the journal.
  *
- * struct cfs_fs ties the modules together: the backing target (iopath), the
- * superblock, the allocator, the namespace and the journal. One per mount;
- * every function of the metadata engine takes it.
+ * The modules below it (alloc, extent) do not see it; the journal and the
+ * namespace take it; mount.h builds and frees it (mount, RAM mount, unmount).
  *
- * What this does not do: FUSE (fs/fuse/ops.c), data I/O (fs/fuse/data.c), option
- * parsing (fs/fuse/main.c). The caller opens the struct cfs_io and closes it
- * after cfs_fs_close().
+ * What this does not do: FUSE (fs/fuse/ops.c), data I/O (fs/fuse/data.c),
+ * option parsing (fs/fuse/main.c).
  */
 #ifndef CFS_FS_H
 #define CFS_FS_H
@@ -22,12 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/meta/alloc.h"
-#include "fs/meta/extent.h"
 #include "fs/format/format.h"
-#include "fs/meta/journal.h"
-#include "fs/meta/namespace.h"
+#include "fs/meta/extent.h"
 #include "iopath/iopath.h"
+
+struct cfs_alloc;
+struct cfs_journal;
+struct cfs_ns;
 
 /* RAM mount geometry: synthetic, nothing persisted. 64 KiB units keep memory
  * returned on punch and unlink fine-grained (the RAM backend frees discarded
@@ -69,38 +68,6 @@ struct cfs_fs {
 	struct cfs_ns *ns;
 	struct cfs_journal *journal;
 };
-
-/*
- * Mount the chunkfs store on io: read and pick the superblocks (refusing an
- * interrupted mkchunkfs, an unknown version or incompat feature, a store
- * larger than the target, a target whose logical sector differs from the
- * store's, with their messages), load the snapshot, replay
- * the log up to the first bad record, rebuild the allocator, delete orphans,
- * and (read-write) write a fresh snapshot if anything was replayed and a
- * superblock without CLEAN, then start the committer. err receives one line
- * on failure. 0 or -errno.
- */
-int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs_fs **out,
-		char *err, size_t err_bytes);
-
-/*
- * The RAM temp mount on io (the "ram" backend): the same namespace on a
- * synthetic geometry: the whole target is data, units of
- * opts->ram_alloc_unit_bytes (default 64 KiB), written-state at the target's
- * logical sector (its advertised alignment: at least 512, a power of two,
- * else -EINVAL). Nothing is written except data; there is no superblock.
- */
-int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs_fs **out,
-		    char *err, size_t err_bytes);
-
-/* Unmount: stop the committer after a last commit, write the final snapshot
- * with CLEAN (not for RAM or read-only), free everything. Returns 0 or the
- * -errno of the failed metadata write (everything is freed anyway). */
-int cfs_fs_close(struct cfs_fs *fs);
-
-/* Test hook: a crash. Stop the committer without a last commit and free all
- * memory without writing anything more. */
-void cfs_fs_abandon(struct cfs_fs *fs);
 
 /* True once the filesystem refuses changes (read-only mount, or a failed
  * metadata write). [lock-free] */

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "fs/base/assert.h"
+#include "fs/meta/alloc.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/journal.h"
 
@@ -182,6 +183,7 @@ struct waiter {
 
 struct cfs_journal {
 	struct cfs_fs *fs;
+	const struct cfs_journal_ops *ops; /* the namespace's side (mount.c) */
 	bool persist;
 	uint32_t interval_ms;
 
@@ -810,7 +812,7 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 		ret = -ENOMEM;
 		goto out_free;
 	}
-	ret = cfs_ns_snapshot(fs, &sb);
+	ret = j->ops->snapshot(fs, &sb);
 	if (ret == -ENOSPC)
 		cfs_fs_log(fs, "metadata region full: the snapshot does not fit in %llu bytes",
 			   (unsigned long long)half_bytes);
@@ -925,7 +927,7 @@ static int commit_once(struct cfs_journal *j, bool force)
 	if (cfs_fs_is_readonly(fs))
 		return fs->mounted_ro ? 0 : -EROFS;
 	/* (1) capture: dirty written-state and attributes become records. */
-	cfs_ns_commit_capture(fs);
+	j->ops->capture(fs);
 	pthread_mutex_lock(&j->tail_lock);
 	batch = j->tail_first;
 	bytes = j->pending_bytes;
@@ -1195,10 +1197,12 @@ static int too_short(const char **why)
 	return -EUCLEAN;
 }
 
-/* Decode one record's payload and apply it to the namespace. */
-static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint32_t n,
+/* Decode one record's payload and apply it (to the namespace, through j->ops). */
+static int apply_record(struct cfs_journal *j, uint16_t type, const uint8_t *p, uint32_t n,
 			const char **why)
 {
+	struct cfs_fs *fs = j->fs;
+
 	switch (type) {
 	case CFS_LOG_NOOP:
 	case CFS_LOG_COMMIT:
@@ -1210,7 +1214,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 			return too_short(why);
 		r.next_ino = get64(p);
 		r.next_generation = get64(p + 8);
-		return cfs_ns_apply_fs_info(fs, &r);
+		return j->ops->apply_fs_info(fs, &r);
 	}
 	case CFS_LOG_INODE_CREATE:
 	case CFS_LOG_INODE_UPDATE: {
@@ -1235,12 +1239,12 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 		r.target = (const char *)p + INODE_FIXED;
 		if (r.target_length > n - INODE_FIXED)
 			return too_short(why);
-		return cfs_ns_apply_inode(fs, &r, why);
+		return j->ops->apply_inode(fs, &r, why);
 	}
 	case CFS_LOG_INODE_DELETE:
 		if (n < 16)
 			return too_short(why);
-		return cfs_ns_apply_inode_delete(fs, get64(p));
+		return j->ops->apply_inode_delete(fs, get64(p));
 	case CFS_LOG_DIRENT_ADD: {
 		struct cfs_jrec_dirent r;
 
@@ -1254,7 +1258,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 		r.name = (const char *)p + DIRENT_FIXED;
 		if (r.name_length > n - DIRENT_FIXED)
 			return too_short(why);
-		return cfs_ns_apply_dirent_add(fs, &r);
+		return j->ops->apply_dirent_add(fs, &r);
 	}
 	case CFS_LOG_DIRENT_REMOVE: {
 		struct cfs_jrec_dirent r = {0};
@@ -1266,7 +1270,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 		r.name = (const char *)p + DIRENT_RM_FIXED;
 		if (r.name_length > n - DIRENT_RM_FIXED)
 			return too_short(why);
-		return cfs_ns_apply_dirent_remove(fs, &r);
+		return j->ops->apply_dirent_remove(fs, &r);
 	}
 	case CFS_LOG_DIRENT_RENAME: {
 		struct cfs_jrec_rename r;
@@ -1288,7 +1292,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 			return too_short(why);
 		r.src_name = (const char *)p + RENAME_FIXED;
 		r.dst_name = r.src_name + r.src_name_length;
-		return cfs_ns_apply_rename(fs, &r);
+		return j->ops->apply_rename(fs, &r);
 	}
 	case CFS_LOG_EXTENT_MAP:
 	case CFS_LOG_EXTENT_UNMAP: {
@@ -1300,7 +1304,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 		r.file_unit = get64(p + 8);
 		r.store_unit = get64(p + 16);
 		r.count = get64(p + 24);
-		return cfs_ns_apply_extent(fs, type, &r, why);
+		return j->ops->apply_extent(fs, type, &r, why);
 	}
 	case CFS_LOG_EXTENT_WRITTEN: {
 		struct cfs_jrec_written r;
@@ -1318,7 +1322,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 		r.bits = (flags & WRITTEN_F_BITS) ? p + WRITTEN_FIXED : NULL;
 		if (r.bits && (r.sector_count + 7u) / 8 > n - WRITTEN_FIXED)
 			return too_short(why);
-		return cfs_ns_apply_written(fs, &r, why);
+		return j->ops->apply_written(fs, &r, why);
 	}
 	case CFS_LOG_XATTR_SET:
 	case CFS_LOG_XATTR_REMOVE: {
@@ -1341,7 +1345,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 				return too_short(why);
 			r.name = (const char *)p + XATTR_RM_FIXED;
 		}
-		return cfs_ns_apply_xattr(fs, type, &r, why);
+		return j->ops->apply_xattr(fs, type, &r, why);
 	}
 	default:
 		if (type >= CFS_LOG_TYPE_PRIVATE)
@@ -1353,7 +1357,7 @@ static int apply_record(struct cfs_fs *fs, uint16_t type, const uint8_t *p, uint
 
 /* Snapshot body: no transactions, every record applies at once. */
 struct snap_apply {
-	struct cfs_fs *fs;
+	struct cfs_journal *j;
 	const char *why;
 	int ret;
 };
@@ -1362,13 +1366,13 @@ static int snap_apply_cb(const struct cfs_log_record *rec, void *arg)
 {
 	struct snap_apply *a = arg;
 
-	a->ret = apply_record(a->fs, rec->type, rec->payload, rec->payload_length_bytes, &a->why);
+	a->ret = apply_record(a->j, rec->type, rec->payload, rec->payload_length_bytes, &a->why);
 	return a->ret;
 }
 
 /* The log: records are buffered until their transaction's last record. */
 struct replay {
-	struct cfs_fs *fs;
+	struct cfs_journal *j;
 	uint8_t *txn_buf; /* copies: [type u16][pad][len u32][payload] */
 	size_t txn_used;
 	size_t txn_size;
@@ -1422,7 +1426,7 @@ static int replay_cb(const struct cfs_log_record *rec, void *arg)
 		uint16_t type = (uint16_t)(e[0] | e[1] << 8);
 		uint32_t length = get32(e + 4);
 
-		r->ret = apply_record(r->fs, type, e + TXN_ENTRY_HEADER, length, &r->why);
+		r->ret = apply_record(r->j, type, e + TXN_ENTRY_HEADER, length, &r->why);
 		if (r->ret)
 			return r->ret;
 		off += (TXN_ENTRY_HEADER + length + 7) & ~(size_t)7;
@@ -1441,7 +1445,7 @@ static int load_snapshot(struct cfs_journal *j, const char **why)
 	uint32_t sector = cfs_io_geometry(fs->io)->logical_sector_bytes;
 	uint64_t length = fs->sb.meta_snap_length_bytes;
 	uint64_t read_bytes = (length + sector - 1) / sector * sector;
-	struct snap_apply a = {fs, NULL, 0};
+	struct snap_apply a = {j, NULL, 0};
 	struct cfs_log_walk_result res;
 	struct cfs_snap snap;
 	uint8_t *buf;
@@ -1482,7 +1486,7 @@ static int replay_log(struct cfs_journal *j, uint64_t *replayed, const char **wh
 	uint64_t end = start + cfs_sb_log_size_bytes(&fs->sb);
 	uint64_t buf_offset = start;	/* store offset of buf[0] */
 	uint64_t valid = 0, parsed = 0; /* bytes in buf; bytes walked */
-	struct replay r = {.fs = fs};
+	struct replay r = {.j = j};
 	uint8_t *buf;
 	int ret = 0;
 
@@ -1582,6 +1586,7 @@ int cfs_journal_create(struct cfs_fs *fs, const struct cfs_journal_config *cfg,
 		return -EINVAL;
 	}
 	j->fs = fs;
+	j->ops = cfg->ops;
 	j->persist = cfg->persist;
 	j->interval_ms =
 		cfg->commit_interval_ms ? cfg->commit_interval_ms : CFS_COMMIT_INTERVAL_MS_DEFAULT;

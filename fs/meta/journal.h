@@ -204,9 +204,38 @@ void cfs_txn_xattr_remove(struct cfs_txn *txn, uint64_t ino, const char *name,
  */
 uint64_t cfs_txn_end(struct cfs_txn *txn);
 
-/* ---- lifecycle (fs.c) ------------------------------------------------------------------ */
+/* ---- what the journal asks of the state it logs ------------------------------------------
+ * The journal frames, writes and replays records; what they mean is the
+ * namespace's, which appends them through the transactions above. The calls
+ * the other way (capture before a commit, the whole state for a snapshot,
+ * each record at replay) go through this table, which mount.c fills with the
+ * namespace's functions: the journal never calls the namespace by name.
+ * All run on the committer thread, or at mount before it starts.
+ */
+struct cfs_journal_ops {
+	/* Commit step (1): log the dirty written-state and attributes. */
+	int (*capture)(struct cfs_fs *fs);
+	/* Emit the whole state into the snapshot being built (cfs_snap_*). */
+	int (*snapshot)(struct cfs_fs *fs, struct cfs_snap_builder *sb);
+	/* Replay: apply one decoded record. 0, or -errno (with *why where given). */
+	int (*apply_fs_info)(struct cfs_fs *fs, const struct cfs_jrec_fs_info *rec);
+	int (*apply_inode)(struct cfs_fs *fs, const struct cfs_jrec_inode *rec, const char **why);
+	int (*apply_inode_delete)(struct cfs_fs *fs, uint64_t ino);
+	int (*apply_dirent_add)(struct cfs_fs *fs, const struct cfs_jrec_dirent *rec);
+	int (*apply_dirent_remove)(struct cfs_fs *fs, const struct cfs_jrec_dirent *rec);
+	int (*apply_rename)(struct cfs_fs *fs, const struct cfs_jrec_rename *rec);
+	int (*apply_extent)(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_extent *rec,
+			    const char **why);
+	int (*apply_written)(struct cfs_fs *fs, const struct cfs_jrec_written *rec,
+			     const char **why);
+	int (*apply_xattr)(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
+			   const char **why);
+};
+
+/* ---- lifecycle (mount.c) ----------------------------------------------------------------- */
 
 struct cfs_journal_config {
+	const struct cfs_journal_ops *ops;
 	bool persist;		     /* false: RAM mount, nothing written */
 	uint32_t commit_interval_ms; /* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
 	uint64_t next_seq;	     /* seq of the next record to append */

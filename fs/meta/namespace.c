@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "fs/base/assert.h"
+#include "fs/meta/alloc.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
 

@@ -155,7 +155,7 @@ struct cfs_attr {
 	int64_t ctime_ns;
 };
 
-/* ---- lifecycle (used by fs.c; tests go through cfs_fs_open_*) -------------- */
+/* ---- lifecycle (used by mount.c; tests go through cfs_fs_open_*) ----------- */
 
 int cfs_ns_create(struct cfs_fs *fs, struct cfs_ns **out);
 void cfs_ns_destroy(struct cfs_ns *ns);
@@ -447,7 +447,7 @@ struct cfs_ns_statfs {
 };
 void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st);
 
-/* ---- for the committer, replay and tests (fs.c, journal.c) ----------------------------------- */
+/* ---- for the committer, replay and tests (mount.c, journal.c) -------------------------------- */
 
 /* Committer, before it cuts the log tail: for every inode queued since the
  * last call, log its dirty written-state (CFS_LOG_EXTENT_WRITTEN, OR) and

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/meta/fs.h"
+#include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
 #include "iopath/iopath.h"
 #include "tests/fuzz/fuzz.h"

@@ -20,7 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/meta/fs.h"
+#include "fs/meta/alloc.h"
+#include "fs/meta/journal.h"
+#include "fs/meta/mount.h"
+#include "fs/meta/namespace.h"
 
 #define UNIT		(64u * 1024)
 #define STORE_BYTES	(64ull << 20)

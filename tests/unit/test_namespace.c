@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/meta/fs.h"
+#include "fs/meta/alloc.h"
+#include "fs/meta/mount.h"
+#include "fs/meta/namespace.h"
 
 #define UNIT	(64u * 1024)
 
