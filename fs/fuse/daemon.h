@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * daemon.h — what main.c, ops.c and data.c share: the mount-wide state of one
- * chunkfs daemon, the FUSE ops table and the logging entry point.
+ * daemon.h — what the parts of the FUSE front share: the mount-wide state
+ * of one chunkfs daemon and the reply helpers (daemon.c), the FUSE ops
+ * table (ops.c), the kernel cache lifetimes and request limits.
  *
  * Private to the FUSE side of the daemon. The metadata modules (alloc,
  * extent, namespace, journal) never include it: they know nothing of FUSE.
@@ -56,16 +57,21 @@ struct cfs_daemon {
 	struct cfs_loop **loops;
 };
 
-/* The one daemon of this process (FUSE userdata points at it too). */
+/* The one daemon of this process (FUSE userdata points at it too); daemon.c. */
 extern struct cfs_daemon cfs_daemon;
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops cfs_ll_ops;
+
+/* ---- replies (daemon.c) ---------------------------------------------------- */
 /* Reply to req with -err (err < 0), the one place -errno becomes a FUSE
  * reply; data.c uses it for asynchronous completions. */
 void cfs_reply_err(fuse_req_t req, int err);
 /* Reply to a GETATTR/SETATTR with attr and the attribute timeout. */
 struct cfs_attr;
 void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr);
+/* The struct stat of attr, for attribute and entry replies. */
+struct stat;
+void cfs_attr_to_stat(const struct cfs_attr *attr, struct stat *st);
 
 #endif /* CFS_DAEMON_H */

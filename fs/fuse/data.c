@@ -70,7 +70,6 @@
 #include "fs/fuse/dio_inval.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
-#include "fs/fuse/transport_uring.h"
 #include "iopath/iopath.h"
 
 #define PARTS_PER_ROUND 8u
@@ -169,6 +168,18 @@ struct cfs_loop {
 
 static __thread struct cfs_loop *tls_loop;
 static const uint8_t zero_sector[CFS_IO_SECTOR_MAX] __attribute__((aligned(4096)));
+/* Set before the loops start, cleared after they stopped (data.h). */
+static cfs_reply_buf_fn reply_buf_hook;
+
+void cfs_data_set_reply_buf_hook(cfs_reply_buf_fn fn)
+{
+	reply_buf_hook = fn;
+}
+
+static void *reply_buf(size_t *bytes)
+{
+	return reply_buf_hook ? reply_buf_hook(bytes) : NULL;
+}
 
 static inline uint64_t align_down(uint64_t v, uint64_t a)
 {
@@ -1057,7 +1068,7 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 	memset(c->zmap, 0, sizeof(c->zmap));
 	{
 		size_t rb_bytes = 0;
-		void *rb = c->base_bytes == offset ? cfs_uring_reply_buf(&rb_bytes) : NULL;
+		void *rb = c->base_bytes == offset ? reply_buf(&rb_bytes) : NULL;
 
 		if (rb && c->end_bytes - c->base_bytes <= rb_bytes) {
 			/* FUSE over io_uring: the device reads straight into
@@ -1138,7 +1149,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		    !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED));
 	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire)) {
 		size_t rb_bytes = 0;
-		void *rb = cfs_uring_reply_buf(&rb_bytes);
+		void *rb = reply_buf(&rb_bytes);
 
 		if (rb && data == rb && offset % l->granule_bytes == 0 &&
 		    size % l->granule_bytes == 0) {

@@ -71,6 +71,19 @@ bool cfs_loop_idle(const struct cfs_loop *l);
  * in flight on a backend without an eventfd. */
 int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
 
+/*
+ * The transport's offer of a reply buffer: fn returns the payload buffer of
+ * the request this thread is handling right now (inside
+ * fuse_session_process_buf), or NULL (a /dev/fuse request). A READ may read
+ * the data straight into it: it is the request's own until its reply, and a
+ * reply whose data already sits at the start of the buffer goes without a
+ * copy; a WRITE whose payload sits there may write from it. Page aligned.
+ * Set before the loops start, cleared (NULL) after they stopped: FUSE over
+ * io_uring (transport_uring.c) registers one; /dev/fuse has none.
+ */
+typedef void *(*cfs_reply_buf_fn)(size_t *bytes);
+void cfs_data_set_reply_buf_hook(cfs_reply_buf_fn fn);
+
 /* ---- handlers (called from ops.c, in a loop thread) ------------------------ */
 
 /* Open-file flags data.c cares about (ops.c keeps them in fi->fh). */

@@ -82,8 +82,6 @@
 #define RECV_BATCH 16 /* requests received per wakeup before reaping */
 #define LOCK_WAIT_DEFAULT_S 5u
 
-struct cfs_daemon cfs_daemon;
-
 struct options {
 	const char *prog;
 	const char *source;

@@ -3,7 +3,7 @@
  * ops.c — the fuse_lowlevel_ops table: thin cfs_ll_* callbacks that turn
  * FUSE requests into calls of the namespace (fs/meta/namespace.h), the data path
  * (fs/fuse/data.h) and the journal (fsync), and turn their -errno into a FUSE
- * reply, once, here (cfs_reply_err).
+ * reply, once, here (through cfs_reply_err, fs/fuse/daemon.h).
  *
  * Policy lives elsewhere; what is decided here is only what FUSE itself
  * asks for:
@@ -79,50 +79,14 @@ static inline unsigned fh_flags(const struct fuse_file_info *fi)
 _Static_assert((CFS_FILE_DIRECT | CFS_FILE_UNCACHED) <= FH_FLAGS_MASK,
 	       "file flags live in the low bits of fh");
 
-/* ---- replies ---------------------------------------------------------------- */
-
-void cfs_reply_err(fuse_req_t req, int err)
-{
-	/* ENOSYS would switch the operation off for the whole mount. */
-	if (err == -ENOSYS)
-		err = -EIO;
-	fuse_reply_err(req, -err);
-}
-
-static void attr_to_stat(const struct cfs_attr *a, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = a->ino;
-	st->st_mode = a->mode;
-	st->st_nlink = a->nlink;
-	st->st_uid = a->uid;
-	st->st_gid = a->gid;
-	st->st_rdev = a->rdev;
-	st->st_size = (off_t)a->size_bytes;
-	st->st_blocks = (blkcnt_t)a->blocks_512;
-	st->st_blksize = a->blksize_bytes;
-	st->st_atim.tv_sec = a->atime_ns / 1000000000;
-	st->st_atim.tv_nsec = a->atime_ns % 1000000000;
-	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
-	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
-	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
-	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
-}
-
-void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr)
-{
-	struct stat st;
-
-	attr_to_stat(attr, &st);
-	fuse_reply_attr(req, &st, CFS_ATTR_TIMEOUT_S);
-}
+/* ---- replies (cfs_reply_err and cfs_reply_attr are daemon.c's) ------------ */
 
 static void entry_from_attr(const struct cfs_attr *a, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = a->ino;
 	e->generation = a->generation;
-	attr_to_stat(a, &e->attr);
+	cfs_attr_to_stat(a, &e->attr);
 	e->attr_timeout = CFS_ATTR_TIMEOUT_S;
 	e->entry_timeout = CFS_ENTRY_TIMEOUT_S;
 }

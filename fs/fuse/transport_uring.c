@@ -99,6 +99,8 @@ static struct {
 static __thread struct cfs_uring_loop *tls_u;
 static __thread struct ent *tls_cur; /* the ring request libfuse is handling */
 
+static void *ring_reply_buf(size_t *bytes);
+
 /* ---- SQEs --------------------------------------------------------------------------- */
 
 static void prep_cmd(struct cfs_uring_loop *u, struct ent *e, uint32_t cmd_op)
@@ -213,7 +215,7 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		/* The kernel never asks more than max_pages: a longer reply is a bug. */
 		if (copied + iov[i].iov_len > T.payload_bytes)
 			abort();
-		/* Read straight into the payload (cfs_uring_reply_buf): no copy. */
+		/* Read straight into the payload (ring_reply_buf): no copy. */
 		if (iov[i].iov_base != e->payload + copied)
 			memcpy(e->payload + copied, iov[i].iov_base, iov[i].iov_len);
 		copied += iov[i].iov_len;
@@ -382,6 +384,7 @@ int cfs_uring_setup(struct fuse_session *se, unsigned loop_count)
 	ret = fuse_session_custom_io(se, &hooks, T.fd);
 	if (ret)
 		goto fail;
+	cfs_data_set_reply_buf_hook(ring_reply_buf);
 	return 0;
 fail:
 	cfs_uring_teardown();
@@ -392,6 +395,7 @@ void cfs_uring_teardown(void)
 {
 	if (!T.loops)
 		return;
+	cfs_data_set_reply_buf_hook(NULL);
 	for (unsigned i = 0; i < T.loop_count; i++) {
 		T.exited_ring_requests += T.loops[i].ring_requests;
 		T.exited_dev_reads += T.loops[i].dev_reads;
@@ -539,7 +543,9 @@ static void dispatch(struct cfs_uring_loop *u, struct ent *e)
 	tls_cur = NULL;
 }
 
-void *cfs_uring_reply_buf(size_t *bytes)
+/* The data path's reply-buffer hook (cfs_data_set_reply_buf_hook): the
+ * payload buffer of the ring request this thread is handling, if any. */
+static void *ring_reply_buf(size_t *bytes)
 {
 	if (!tls_cur)
 		return NULL;

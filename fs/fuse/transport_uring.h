@@ -91,7 +91,8 @@ int cfs_uring_available(char *why, size_t why_bytes);
 /*
  * Set up the transport for a mounted session: loop_count loops, the custom
  * I/O hooks on the session's fd. Called after fuse_session_mount() and before
- * the loops start. 0 or -errno (nothing left installed).
+ * the loops start; it registers the reply-buffer hook of the data path
+ * (cfs_data_set_reply_buf_hook). 0 or -errno (nothing left installed).
  */
 int cfs_uring_setup(struct fuse_session *se, unsigned loop_count);
 /* After the loops were joined. */
@@ -127,15 +128,6 @@ void cfs_uring_loop_flush(struct cfs_uring_loop *u);
 bool cfs_uring_loop_pending(const struct cfs_uring_loop *u, const struct cfs_loop *l, bool receive);
 /* Stop: no more commits; entries still in flight are released by the kernel. */
 void cfs_uring_loop_stop(struct cfs_uring_loop *u);
-
-/*
- * The payload buffer of the ring request being handled by this thread right
- * now (inside fuse_session_process_buf), or NULL (a /dev/fuse request, or no
- * transport). A READ handler may read the data straight into it: it is the
- * request's own until its reply, and a reply whose data already sits at the
- * start of the buffer is committed without a copy. Page aligned.
- */
-void *cfs_uring_reply_buf(size_t *bytes);
 
 /* Counters for the exit log line and the tests: requests taken from the rings
  * and from /dev/fuse, and whether the rings were ever in use. */

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * daemon.c — the state and the reply helpers every part of the FUSE front
+ * shares (fs/fuse/daemon.h): the one struct cfs_daemon of the process, and
+ * the one place -errno and attributes become FUSE replies.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fuse/daemon.h"
+#include "fs/meta/namespace.h"
+
+struct cfs_daemon cfs_daemon;
+
+void cfs_reply_err(fuse_req_t req, int err)
+{
+	/* ENOSYS would switch the operation off for the whole mount. */
+	if (err == -ENOSYS)
+		err = -EIO;
+	fuse_reply_err(req, -err);
+}
+
+void cfs_attr_to_stat(const struct cfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size_bytes;
+	st->st_blocks = (blkcnt_t)a->blocks_512;
+	st->st_blksize = a->blksize_bytes;
+	st->st_atim.tv_sec = a->atime_ns / 1000000000;
+	st->st_atim.tv_nsec = a->atime_ns % 1000000000;
+	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
+	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
+	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
+}
+
+void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr)
+{
+	struct stat st;
+
+	cfs_attr_to_stat(attr, &st);
+	fuse_reply_attr(req, &st, CFS_ATTR_TIMEOUT_S);
+}
