@@ -7,11 +7,24 @@
 #   make deb             the Debian package into build/deb/ (debian/)
 #   make WERROR=         turn -Werror off (package builds, newer compilers)
 #
-# Module dependencies (enforced by what each program links):
-#   fs/format/   -> libc + xxhash only       (libcfs_format.a: mkchunkfs links it without libfuse)
-#   iopath/*.c   -> libc + liburing          (libcfs_iopath.a: knows nothing of files or FUSE)
-#   fs/stats, fs/meta, fs/fuse -> format + iopath + fuse3  (the chunkfs daemon)
-#   mkchunkfs/   -> format + iopath + blkid
+# Layers, bottom to top, one library each. A layer calls and includes only
+# itself and the layers after its arrow, and uses only the system libraries in
+# brackets (a layer without libfuse or libblkid is compiled without their
+# headers); inside a layer no modules call each other in a circle, except in
+# iopath/ (its core picks a backend's ops table, the backends complete
+# through the core).
+# tests/layers.sh reads this table and checks it in make check: every
+# object's undefined symbols (nm), every #include "..." line, the circles.
+#   fs/base/    libcfs_base.a    -> [c]
+#   fs/format/  libcfs_format.a  -> fs/base/ [c xxhash]
+#   iopath/     libcfs_iopath.a  -> fs/base/ [c uring] (circles: core <-> backends)
+#   fs/stats/   libcfs_stats.a   -> iopath/ fs/base/ [c]
+#   fs/meta/    libcfs_meta.a    -> fs/stats/ fs/format/ iopath/ fs/base/ [c xxhash]
+#   fs/fuse/    libcfs_fuse.a    -> fs/meta/ fs/stats/ fs/format/ iopath/ fs/base/ [c fuse3 uring]
+#   mkchunkfs/                   -> fs/meta/ fs/stats/ fs/format/ iopath/ fs/base/ [c xxhash blkid] (circles: helpers -> main's cfs_mkfs_error)
+# Programs: chunkfs = fs/fuse/main.c + every library; fsck.chunkfs =
+# mkchunkfs/fsck*.c + fs/meta/ and below (no libfuse); mkchunkfs = the rest of
+# mkchunkfs/ + fs/format/, iopath/, fs/base/ (no metadata engine).
 
 BUILD   ?= release
 prefix  ?= /usr/local
@@ -53,16 +66,18 @@ endif
 
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 BLKID_CFLAGS := $(shell pkg-config --cflags blkid 2>/dev/null)
-LIBS_FORMAT := -lxxhash
+LIBS_XXHASH := -lxxhash
 LIBS_IOPATH := -luring -lpthread
 LIBS_BLKID  := -lblkid
 LIBS_FUSE   := -lfuse3
 
 # ---- sources ---------------------------------------------------------------
 BASE_SRCS      := $(wildcard fs/base/*.c)
-FORMAT_SRCS    := fs/format/format.c
+FORMAT_SRCS    := $(wildcard fs/format/*.c)
 IOPATH_SRCS    := $(wildcard iopath/*.c)
-DAEMON_SRCS    := $(wildcard fs/stats/*.c fs/meta/*.c fs/fuse/*.c)
+STATS_SRCS     := $(wildcard fs/stats/*.c)
+META_SRCS      := $(wildcard fs/meta/*.c)
+FUSE_SRCS      := $(filter-out fs/fuse/main.c,$(wildcard fs/fuse/*.c))
 FSCK_SRCS      := $(wildcard mkchunkfs/fsck*.c)
 MKFS_SRCS      := $(filter-out $(FSCK_SRCS),$(wildcard mkchunkfs/*.c))
 UNIT_SRCS      := $(wildcard tests/unit/test_*.c)
@@ -75,7 +90,10 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 LIB_BASE   := $(B)/libcfs_base.a
 LIB_FORMAT := $(B)/libcfs_format.a
 LIB_IOPATH := $(B)/libcfs_iopath.a
-LIB_DAEMON := $(B)/libcfs_daemon.a
+LIB_STATS  := $(B)/libcfs_stats.a
+LIB_META   := $(B)/libcfs_meta.a
+LIB_FUSE   := $(B)/libcfs_fuse.a
+LIBS_ALL   := $(LIB_FUSE) $(LIB_META) $(LIB_STATS) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 
 PROGRAMS := $(B)/mkchunkfs
 ifneq ($(wildcard fs/fuse/main.c),)
@@ -89,47 +107,47 @@ BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 TESTPROG_BINS := $(patsubst tests/progs/%.c,$(B)/tests/progs/%,$(TESTPROG_SRCS))
 
 .SECONDARY:
-.PHONY: all check check-unit check-asan bench-build demo install clean lint fuzz fuzz-build deb
+.PHONY: all check check-unit check-layers check-asan bench-build demo install clean lint fuzz fuzz-build deb
 all: $(PROGRAMS)
+
+# The system headers a layer may use (the table above); tests, benchmarks and
+# fuzz targets see them all.
+LAYER_CFLAGS = $(FUSE_CFLAGS) $(BLKID_CFLAGS)
+$(B)/obj/fs/base/%.o $(B)/obj/fs/format/%.o $(B)/obj/iopath/%.o: LAYER_CFLAGS =
+$(B)/obj/fs/stats/%.o $(B)/obj/fs/meta/%.o: LAYER_CFLAGS =
+$(B)/obj/fs/fuse/%.o: LAYER_CFLAGS = $(FUSE_CFLAGS)
+$(B)/obj/mkchunkfs/%.o: LAYER_CFLAGS = $(BLKID_CFLAGS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(FUSE_CFLAGS) $(BLKID_CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LAYER_CFLAGS) -c -o $@ $<
 
 $(LIB_BASE): $(call obj,$(BASE_SRCS))
-	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
-
 $(LIB_FORMAT): $(call obj,$(FORMAT_SRCS))
-	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
-
 $(LIB_IOPATH): $(call obj,$(IOPATH_SRCS))
+$(LIB_STATS): $(call obj,$(STATS_SRCS))
+$(LIB_META): $(call obj,$(META_SRCS))
+$(LIB_FUSE): $(call obj,$(FUSE_SRCS))
+$(LIBS_ALL):
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
-
-# Everything of the daemon but main.c, so unit tests can link its modules.
-$(LIB_DAEMON): $(call obj,$(filter-out fs/fuse/main.c,$(DAEMON_SRCS)))
-	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_XXHASH) $(LIBS_IOPATH) $(LIBS_BLKID)
 
-# fsck repairs through the daemon's metadata engine (libcfs_daemon.a); the
-# linker takes only the engine's objects, so it needs no libfuse.
-$(B)/fsck.chunkfs: $(call obj,$(FSCK_SRCS)) $(LIB_DAEMON) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
+# fsck repairs through the metadata engine: no libfuse on its link line.
+$(B)/fsck.chunkfs: $(call obj,$(FSCK_SRCS)) $(LIB_META) $(LIB_STATS) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_XXHASH) $(LIBS_IOPATH)
 
-$(B)/chunkfs: $(call obj,$(DAEMON_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH)
+$(B)/chunkfs: $(call obj,fs/fuse/main.c) $(LIBS_ALL)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_XXHASH) $(LIBS_IOPATH)
 
 # Each unit test is its own binary, so a crash names its module. Every test links
 # every library; the linker keeps only what the test uses.
-UNIT_LIBS := $(if $(DAEMON_SRCS),$(LIB_DAEMON)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
+UNIT_LIBS := $(LIBS_ALL)
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(call obj,$(TESTLIB_SRCS)) $(UNIT_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcriterion $(LIBS_FUSE) $(LIBS_XXHASH) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 # The do-nothing FUSE filesystem of the open/close case needs only libfuse.
 $(B)/bench/fuse_null: $(B)/obj/bench/fuse_null.o
@@ -138,7 +156,7 @@ $(B)/bench/fuse_null: $(B)/obj/bench/fuse_null.o
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FORMAT) $(LIBS_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_XXHASH) $(LIBS_IOPATH)
 
 # Programs the integration tests run (tests/progs/: loads no shell tool
 # makes, e.g. asynchronous O_DIRECT); built with the benchmarks, which the
@@ -175,9 +193,9 @@ FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 FUZZ_CFLAGS  := -g -O1 -std=gnu11 -pthread -Wall -Wextra -Wno-unused-parameter \
 		-fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_LIBSRCS := $(BASE_SRCS) $(FORMAT_SRCS) $(IOPATH_SRCS) $(filter-out fs/fuse/main.c,$(DAEMON_SRCS)) \
+FUZZ_LIBSRCS := $(BASE_SRCS) $(FORMAT_SRCS) $(IOPATH_SRCS) $(STATS_SRCS) $(META_SRCS) $(FUSE_SRCS) \
 		mkchunkfs/opts.c mkchunkfs/fsck_model.c
-FUZZ_LINK    := $(LIBS_FUSE) $(LIBS_FORMAT) $(LIBS_IOPATH) $(LIBS_BLKID)
+FUZZ_LINK    := $(LIBS_FUSE) $(LIBS_XXHASH) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 $(FUZZ_B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -212,11 +230,15 @@ $(B)/tests/fuzz/%: $(B)/obj/tests/fuzz/%.o $(call obj,tests/fuzz/driver.c mkchun
 # ---- tests -----------------------------------------------------------------
 # tests/run.sh runs unit, golden and integration tests against build/$(BUILD)
 # and ends with one line "tests: N passed, N failed, N skipped".
-check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(TESTPROG_BINS) $(FUZZ_REPLAY_BINS)
+check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(TESTPROG_BINS) $(FUZZ_REPLAY_BINS) check-layers
 	BUILD=$(BUILD) tests/run.sh
 
-check-unit: $(PROGRAMS) $(UNIT_BINS)
+check-unit: $(PROGRAMS) $(UNIT_BINS) check-layers
 	BUILD=$(BUILD) tests/run.sh unit golden
+
+# The layer table at the top of this file, checked against the objects.
+check-layers: $(PROGRAMS)
+	tests/layers.sh $(B)/obj
 
 # Every sanitized process writes its reports under build/asan/reports (log_path),
 # so a report from a forked Criterion child or a daemon in the background counts
@@ -266,7 +288,8 @@ deb:
 	@ls -l build/deb/*.deb
 
 lint:
-	clang-format --dry-run -Werror $(BASE_SRCS) $(FORMAT_SRCS) $(IOPATH_SRCS) $(DAEMON_SRCS) $(MKFS_SRCS) $(FSCK_SRCS) fs/*/*.h iopath/*.h
+	clang-format --dry-run -Werror $(BASE_SRCS) $(FORMAT_SRCS) $(IOPATH_SRCS) $(STATS_SRCS) \
+		$(META_SRCS) $(FUSE_SRCS) fs/fuse/main.c $(MKFS_SRCS) $(FSCK_SRCS) fs/*/*.h iopath/*.h
 
 clean:
 	rm -rf build

@@ -5,7 +5,7 @@
  * collect-then-report contract (all errors, in order, bounded), -D
  * conflicts, and that the parser can run twice in one process.
  *
- * Unit test binaries link libcfs_format.a and libcfs_iopath.a but no
+ * Unit test binaries link the layers' libraries (libcfs_*.a) but no
  * mkchunkfs objects, so the parser is compiled into this test directly.
  * If the Makefile ever links mkchunkfs/opts.o into unit tests, drop the
  * #include of opts.c below.
