@@ -43,12 +43,23 @@ struct cfs_backend_ops {
 	int (*reap)(struct cfs_ioq *q, unsigned min_complete);
 	/* Optional: an fd readable when completions wait (eventfd). */
 	int (*event_fd)(struct cfs_ioq *q);
+	/* Optional, pools (iopath.h): open one more store, return its index;
+	 * publish a validated route table (the core checked it); close a
+	 * store. The backend updates io->geo (size, discard). */
+	int (*add_store)(struct cfs_io *io, const struct cfs_io_config *cfg);
+	const struct cfs_io_geometry *(*store_geometry)(const struct cfs_io *io, unsigned store);
+	int (*set_routes)(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count);
+	int (*drop_store)(struct cfs_io *io, unsigned store);
 };
 
 extern const struct cfs_backend_ops cfs_backend_uring;
 extern const struct cfs_backend_ops cfs_backend_ram;
 extern const struct cfs_backend_ops cfs_backend_fault;
 extern const struct cfs_backend_ops cfs_backend_null; /* bench -N: no data moves */
+
+/* Tests: how many pool FLUSH parts reached store `store` of a "uring"
+ * target (one with a single store flushes without parts). */
+uint64_t cfs_uring_store_flushes(const struct cfs_io *io, unsigned store);
 
 /* The data backends by name ("uring", "ram", "null"); NULL if unknown. Never
  * returns "fault": the fault wrapper uses it to find the backend it wraps. */

@@ -632,8 +632,10 @@ static int sector_apply(struct fault_target *ft, uint64_t p, uint32_t psec)
 	uint32_t length = psec;
 	int ret;
 
-	if (offset + length > ft->inner->geo.size_bytes)
-		length = (uint32_t)(ft->inner->geo.size_bytes - offset);
+	uint64_t size = __atomic_load_n(&ft->inner->geo.size_bytes, __ATOMIC_ACQUIRE);
+
+	if (offset + length > size)
+		length = (uint32_t)(size - offset);
 	ret = cfs_ioq_sync(ft->apply_q, CFS_IO_READ, offset, length, ft->sector_buf, NULL);
 	if (ret < 0)
 		return ret;
@@ -1133,6 +1135,55 @@ static int fault_reap(struct cfs_ioq *q, unsigned min_complete)
 	return (int)n;
 }
 
+/* Pools: the stores and routes are the wrapped target's; the overlay and
+ * the rules work on pool addresses like on any other. */
+static void fault_sync_geometry(struct cfs_io *io)
+{
+	struct fault_target *ft = io->priv;
+
+	io->geo.discard_supported = ft->inner->geo.discard_supported;
+	__atomic_store_n(&io->geo.size_bytes,
+			 __atomic_load_n(&ft->inner->geo.size_bytes, __ATOMIC_ACQUIRE),
+			 __ATOMIC_RELEASE);
+}
+
+static int fault_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
+{
+	struct fault_target *ft = io->priv;
+	int ret = cfs_io_add_store(ft->inner, cfg);
+
+	if (ret > 0)
+		fault_sync_geometry(io);
+	return ret;
+}
+
+static const struct cfs_io_geometry *fault_store_geometry(const struct cfs_io *io, unsigned store)
+{
+	const struct fault_target *ft = io->priv;
+
+	return cfs_io_store_geometry(ft->inner, store);
+}
+
+static int fault_set_routes(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count)
+{
+	struct fault_target *ft = io->priv;
+	int ret = cfs_io_set_routes(ft->inner, routes, count);
+
+	if (!ret)
+		fault_sync_geometry(io);
+	return ret;
+}
+
+static int fault_drop_store(struct cfs_io *io, unsigned store)
+{
+	struct fault_target *ft = io->priv;
+	int ret = cfs_io_drop_store(ft->inner, store);
+
+	if (!ret)
+		fault_sync_geometry(io);
+	return ret;
+}
+
 const struct cfs_backend_ops cfs_backend_fault = {
 	.name = "fault",
 	.version = CFS_BACKEND_OPS_VERSION,
@@ -1144,4 +1195,8 @@ const struct cfs_backend_ops cfs_backend_fault = {
 	.submit = fault_submit,
 	.reap = fault_reap,
 	.event_fd = NULL,
+	.add_store = fault_add_store,
+	.store_geometry = fault_store_geometry,
+	.set_routes = fault_set_routes,
+	.drop_store = fault_drop_store,
 };

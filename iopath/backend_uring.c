@@ -62,6 +62,14 @@
  * stats->err_short (err_eio counts it as well: done() saw -EIO). -EAGAIN and
  * -EINTR are resubmitted as they are.
  *
+ * Pools (iopath.h, "pools"): the target holds up to CFS_IO_STORES_MAX
+ * stores (one fd each) and a route table from pool addresses to stores. A
+ * request is routed when its SQE is prepared (again for each resubmission);
+ * store 0 is the ring's registered file, other stores go by plain fd. A
+ * FLUSH with more than one store open becomes one fsync per store that
+ * needs it ("flush parts", each its own SQE), completed when the last one
+ * is.
+ *
  * What this file does not do: it does not validate requests (io.c did), it
  * does not touch statistics except short_retries/err_short, and it never
  * calls done() directly (cfs_ioq_complete() does).
@@ -93,21 +101,53 @@
 /* Low bits of user_data: what the SQE was, beyond req->op. */
 #define TAG_DISCARD_IOCTL 1ull /* a NOP; the reaper issues BLKDISCARD */
 #define TAG_ZERO_PUNCH 2ull    /* ZERO carried out as PUNCH_HOLE */
+#define TAG_FLUSH_PART 4ull    /* user_data is a struct flush_part, not a request */
 #define TAG_MASK 7ull
 _Static_assert(_Alignof(struct cfs_io_req) > TAG_MASK, "user_data tags need alignment");
 
-struct uring_target {
-	int fd;
+struct uring_store {
+	atomic_int fd; /* -1: no store at this index (atomic: stores come and go
+			* while other threads route requests) */
 	bool is_blk;
 	atomic_bool zero_by_punch;    /* ZERO_RANGE unsupported (tmpfs) */
 	atomic_bool discard_by_ioctl; /* no BLOCK_URING_CMD_DISCARD (< 6.12) */
+	atomic_bool dirty;	      /* a write, zero or discard completed since the
+				       * store's last flush */
+	atomic_ulong flushes;	      /* pool flush parts that reached it (tests) */
+	struct cfs_io_geometry geo;   /* as opened (its own size) */
 };
+
+/* A published route table: immutable, freed at close. */
+struct uring_routes {
+	struct uring_routes *older; /* every table ever published */
+	unsigned count;
+	struct cfs_io_route route[]; /* sorted by pool_offset_bytes */
+};
+
+struct uring_target {
+	struct uring_store store[CFS_IO_STORES_MAX];
+	atomic_uint stores;		       /* highest store index + 1 */
+	_Atomic(struct uring_routes *) routes; /* NULL: store 0 at its own offsets */
+	pthread_mutex_t admin_lock;	       /* add/drop stores, publish routes */
+	const struct cfs_io_config *cfg;       /* io->cfg: the first store's policy */
+};
+
+/* One fsync of a pool FLUSH (TAG_FLUSH_PART). */
+struct flush_part {
+	struct cfs_io_req *req;
+	unsigned store;
+	struct flush_part *next; /* the queue's free list */
+} __attribute__((aligned(8)));
+
+#define FLUSH_PARTS (2 * CFS_IO_STORES_MAX)
 
 struct uring_queue {
 	struct io_uring ring;
 	int event_fd; /* -1 until asked for */
 	bool file_registered;
 	bool single_thread; /* CFS_IOQ_SINGLE_THREAD */
+	struct flush_part parts[FLUSH_PARTS];
+	struct flush_part *free_parts; /* under q->submit_lock */
 };
 
 /* ---- target ----------------------------------------------------------------- */
@@ -151,45 +191,42 @@ static int open_target(const struct cfs_io_config *cfg, bool *direct)
 	return fd < 0 ? -errno : fd;
 }
 
-static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
+/* Open one store into st (its fd and geometry). 0 or -errno. */
+static int open_store(const struct cfs_io_config *cfg, struct uring_store *st)
 {
-	struct cfs_io_geometry *geo = &io->geo;
-	struct uring_target *t;
+	struct cfs_io_geometry *geo = &st->geo;
 	uint64_t size_bytes;
-	struct stat st;
+	struct stat sb;
 	bool direct;
 	int ret;
 
-	if (!cfg->path)
-		return -EINVAL;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	atomic_init(&t->zero_by_punch, false);
-	atomic_init(&t->discard_by_ioctl, false);
-
+	memset(geo, 0, sizeof(*geo));
+	atomic_init(&st->zero_by_punch, false);
+	atomic_init(&st->discard_by_ioctl, false);
+	atomic_init(&st->dirty, false);
+	atomic_init(&st->flushes, 0);
 	ret = open_target(cfg, &direct);
 	if (ret < 0)
-		goto out_free;
-	t->fd = ret;
-	if (fstat(t->fd, &st) < 0) {
+		return ret;
+	atomic_store(&st->fd, ret);
+	if (fstat(st->fd, &sb) < 0) {
 		ret = -errno;
 		goto out_close;
 	}
-	if (S_ISBLK(st.st_mode)) {
-		if (ioctl(t->fd, BLKGETSIZE64, &size_bytes) < 0) {
+	if (S_ISBLK(sb.st_mode)) {
+		if (ioctl(st->fd, BLKGETSIZE64, &size_bytes) < 0) {
 			ret = -errno;
 			goto out_close;
 		}
-	} else if (S_ISREG(st.st_mode)) {
-		size_bytes = (uint64_t)st.st_size;
+	} else if (S_ISREG(sb.st_mode)) {
+		size_bytes = (uint64_t)sb.st_size;
 	} else {
 		ret = -ENODEV; /* a directory, a pipe, a character device */
 		goto out_close;
 	}
-	t->is_blk = S_ISBLK(st.st_mode);
+	st->is_blk = S_ISBLK(sb.st_mode);
 
-	ret = cfs_io_probe_alignment(t->fd, geo);
+	ret = cfs_io_probe_alignment(st->fd, geo);
 	if (ret)
 		goto out_close;
 	if (cfg->align_bytes) {
@@ -222,31 +259,233 @@ static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	}
 	geo->size_bytes = size_bytes & ~(uint64_t)(geo->logical_sector_bytes - 1);
 	geo->direct = direct;
+	geo->is_block_device = st->is_blk;
 	geo->backend = "uring";
 	if (cfg->read_only)
 		geo->discard_supported = false;
-	else if (t->is_blk)
+	else if (st->is_blk)
 		geo->discard_supported =
-			cfs_io_sysfs_queue_attr(st.st_rdev, "discard_max_bytes") > 0;
+			cfs_io_sysfs_queue_attr(sb.st_rdev, "discard_max_bytes") > 0;
 	else
-		geo->discard_supported = file_can_punch(t->fd, (uint64_t)st.st_size);
-	io->priv = t;
+		geo->discard_supported = file_can_punch(st->fd, (uint64_t)sb.st_size);
 	return 0;
 
 out_close:
-	close(t->fd);
-out_free:
-	free(t);
+	close(st->fd);
+	st->fd = -1;
 	return ret;
+}
+
+static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
+{
+	struct uring_target *t;
+	int ret;
+
+	if (!cfg->path)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (unsigned i = 0; i < CFS_IO_STORES_MAX; i++)
+		atomic_init(&t->store[i].fd, -1);
+	ret = pthread_mutex_init(&t->admin_lock, NULL);
+	if (ret) {
+		free(t);
+		return -ret;
+	}
+	ret = open_store(cfg, &t->store[0]);
+	if (ret) {
+		pthread_mutex_destroy(&t->admin_lock);
+		free(t);
+		return ret;
+	}
+	atomic_init(&t->stores, 1);
+	atomic_init(&t->routes, NULL);
+	t->cfg = &io->cfg;
+	io->geo = t->store[0].geo;
+	io->priv = t;
+	return 0;
 }
 
 static void uring_close(struct cfs_io *io)
 {
 	struct uring_target *t = io->priv;
+	struct uring_routes *r = atomic_load(&t->routes);
 
-	close(t->fd);
+	for (unsigned i = 0; i < CFS_IO_STORES_MAX; i++)
+		if (t->store[i].fd >= 0)
+			close(t->store[i].fd);
+	while (r) {
+		struct uring_routes *older = r->older;
+
+		free(r);
+		r = older;
+	}
+	pthread_mutex_destroy(&t->admin_lock);
 	free(t);
 	io->priv = NULL;
+}
+
+/* ---- pools: stores and routes -------------------------------------------------- */
+
+/* The store and store offset of [offset, +length), or -EINVAL when no route
+ * holds all of it. Lock-free: the table is immutable once published. */
+static int route(const struct uring_target *t, uint64_t offset, uint64_t length, unsigned *store,
+		 uint64_t *store_offset)
+{
+	const struct uring_routes *r =
+		atomic_load_explicit(&((struct uring_target *)t)->routes, memory_order_acquire);
+	unsigned lo = 0, hi;
+
+	if (!r) {
+		*store = 0;
+		*store_offset = offset;
+		return 0;
+	}
+	hi = r->count;
+	while (lo < hi) { /* the last route starting at or before offset */
+		unsigned mid = (lo + hi) / 2;
+
+		if (r->route[mid].pool_offset_bytes <= offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -EINVAL;
+	{
+		const struct cfs_io_route *x = &r->route[lo - 1];
+		uint64_t in = offset - x->pool_offset_bytes;
+
+		if (in >= x->length_bytes || length > x->length_bytes - in)
+			return -EINVAL;
+		*store = x->store;
+		*store_offset = x->store_offset_bytes + in;
+	}
+	return 0;
+}
+
+/* The pool's geometry after a change of stores or routes: size = end of
+ * the highest route, discard only when every store has it. Under
+ * admin_lock. */
+static void update_geometry(struct cfs_io *io)
+{
+	struct uring_target *t = io->priv;
+	const struct uring_routes *r = atomic_load(&t->routes);
+	uint64_t size = t->store[0].geo.size_bytes;
+	bool discard = true;
+
+	if (r && r->count) {
+		const struct cfs_io_route *last = &r->route[r->count - 1];
+
+		size = last->pool_offset_bytes + last->length_bytes;
+	}
+	for (unsigned i = 0; i < atomic_load(&t->stores); i++)
+		if (t->store[i].fd >= 0 && !t->store[i].geo.discard_supported)
+			discard = false;
+	io->geo.discard_supported = discard;
+	__atomic_store_n(&io->geo.size_bytes, size, __ATOMIC_RELEASE);
+}
+
+static int uring_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
+{
+	struct uring_target *t = io->priv;
+	struct cfs_io_config c = *t->cfg;
+	unsigned index;
+	int ret;
+
+	c.path = cfg->path;
+	c.dio = cfg->dio;
+	c.read_only = cfg->read_only || t->cfg->read_only;
+	c.exclusive = cfg->exclusive;
+	c.size_bytes = 0;
+	pthread_mutex_lock(&t->admin_lock);
+	for (index = 1; index < CFS_IO_STORES_MAX && t->store[index].fd >= 0; index++)
+		;
+	if (index == CFS_IO_STORES_MAX) {
+		ret = -EMFILE;
+		goto out;
+	}
+	ret = open_store(&c, &t->store[index]);
+	if (ret)
+		goto out;
+	if (t->store[index].geo.logical_sector_bytes != io->geo.logical_sector_bytes) {
+		fprintf(stderr,
+			"chunkfs: %s: %u-byte logical sectors, the pool's first store has %u\n",
+			cfg->path, t->store[index].geo.logical_sector_bytes,
+			io->geo.logical_sector_bytes);
+		close(t->store[index].fd);
+		t->store[index].fd = -1;
+		ret = -EINVAL;
+		goto out;
+	}
+	if (t->store[index].geo.mem_align_bytes > io->geo.mem_align_bytes) {
+		/* The queues' buffers are aligned for the first store. */
+		fprintf(stderr,
+			"chunkfs: %s: needs %u-byte aligned buffers, the pool's first store %u\n",
+			cfg->path, t->store[index].geo.mem_align_bytes, io->geo.mem_align_bytes);
+		close(t->store[index].fd);
+		t->store[index].fd = -1;
+		ret = -EINVAL;
+		goto out;
+	}
+	if (index + 1 > atomic_load(&t->stores))
+		atomic_store(&t->stores, index + 1);
+	update_geometry(io);
+	ret = (int)index;
+out:
+	pthread_mutex_unlock(&t->admin_lock);
+	return ret;
+}
+
+uint64_t cfs_uring_store_flushes(const struct cfs_io *io, unsigned store)
+{
+	const struct uring_target *t = io->priv;
+
+	return atomic_load(&t->store[store].flushes);
+}
+
+static const struct cfs_io_geometry *uring_store_geometry(const struct cfs_io *io, unsigned store)
+{
+	const struct uring_target *t = io->priv;
+
+	if (store >= CFS_IO_STORES_MAX || t->store[store].fd < 0)
+		return NULL;
+	return &t->store[store].geo;
+}
+
+static int uring_set_routes(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count)
+{
+	struct uring_target *t = io->priv;
+	struct uring_routes *r = malloc(sizeof(*r) + count * sizeof(r->route[0]));
+
+	if (!r)
+		return -ENOMEM;
+	r->count = count;
+	memcpy(r->route, routes, count * sizeof(r->route[0]));
+	pthread_mutex_lock(&t->admin_lock);
+	r->older = atomic_load(&t->routes);
+	atomic_store_explicit(&t->routes, r, memory_order_release);
+	update_geometry(io);
+	pthread_mutex_unlock(&t->admin_lock);
+	return 0;
+}
+
+static int uring_drop_store(struct cfs_io *io, unsigned store)
+{
+	struct uring_target *t = io->priv;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->admin_lock);
+	if (store >= CFS_IO_STORES_MAX || t->store[store].fd < 0) {
+		ret = -EINVAL;
+	} else {
+		close(t->store[store].fd);
+		t->store[store].fd = -1;
+		update_geometry(io);
+	}
+	pthread_mutex_unlock(&t->admin_lock);
+	return ret;
 }
 
 /* ---- queue set-up ------------------------------------------------------------ */
@@ -314,7 +553,15 @@ static int uring_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 
 	/* A registered file skips the fd table lookup and reference counting
 	 * on every request; without it (old kernel) plain fds still work. */
-	uq->file_registered = io_uring_register_files(&uq->ring, &t->fd, 1) == 0;
+	{
+		int fd0 = atomic_load(&t->store[0].fd);
+
+		uq->file_registered = io_uring_register_files(&uq->ring, &fd0, 1) == 0;
+	}
+	for (i = 0; i < FLUSH_PARTS; i++) {
+		uq->parts[i].next = uq->free_parts;
+		uq->free_parts = &uq->parts[i];
+	}
 
 	/* Registering pins the arena and saves the page walk per request. It
 	 * can fail for an unprivileged user over RLIMIT_MEMLOCK: then the
@@ -382,16 +629,95 @@ static int fixed_index(const struct cfs_ioq *q, const char *buf, uint32_t length
 	return (int)(offset >> REG_BUF_SHIFT);
 }
 
+/* The fd to name in an SQE for store st: the registered file 0 for store 0
+ * where the ring has it, else the store's plain fd. */
+static int sqe_fd(const struct uring_queue *uq, const struct uring_target *t, unsigned st,
+		  bool *fixed)
+{
+	*fixed = st == 0 && uq->file_registered;
+	return *fixed ? 0 : atomic_load_explicit(&t->store[st].fd, memory_order_relaxed);
+}
+
+/* Stores a pool FLUSH must reach: store 0 always (the metadata is there),
+ * every other one that completed a write since its last flush. */
+static bool flush_needed(struct uring_target *t, unsigned st)
+{
+	if (atomic_load_explicit(&t->store[st].fd, memory_order_relaxed) < 0)
+		return false;
+	return st == 0 || atomic_load_explicit(&t->store[st].dirty, memory_order_acquire);
+}
+
+/*
+ * A FLUSH of a pool: one fsync SQE per store that needs it, each carried by
+ * a flush part; the request completes when the last part does
+ * (req->iop_flags counts them, req->done_bytes keeps the first error).
+ * -EBUSY, with nothing staged and no dirty mark taken, when the ring or the
+ * part pool lacks room. Called with q->submit_lock held.
+ */
+static int prep_pool_flush(struct cfs_ioq *q, struct cfs_io_req *req)
+{
+	struct uring_queue *uq = q->priv;
+	struct uring_target *t = q->io->priv;
+	unsigned stores = atomic_load(&t->stores), need = 0, st;
+	struct flush_part *p;
+
+	for (st = 0; st < stores; st++)
+		need += flush_needed(t, st);
+	for (p = uq->free_parts, st = 0; p && st < need; p = p->next)
+		st++;
+	if (st < need || io_uring_sq_space_left(&uq->ring) < need)
+		return -EBUSY;
+	req->iop_flags = 0;
+	req->done_bytes = 0;
+	for (st = 0; st < stores; st++) {
+		struct io_uring_sqe *sqe;
+		bool fixed;
+
+		if (!flush_needed(t, st))
+			continue;
+		/* Cleared before the fsync is issued: a write completing from
+		 * now on marks the store again for the next flush. */
+		atomic_store_explicit(&t->store[st].dirty, false, memory_order_release);
+		p = uq->free_parts;
+		uq->free_parts = p->next;
+		p->req = req;
+		p->store = st;
+		sqe = io_uring_get_sqe(&uq->ring);
+		CFS_ASSERT(sqe); /* room checked above */
+		io_uring_prep_fsync(sqe, sqe_fd(uq, t, st, &fixed), IORING_FSYNC_DATASYNC);
+		if (fixed)
+			sqe->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)p | TAG_FLUSH_PART);
+		req->iop_flags++;
+	}
+	CFS_ASSERT(req->iop_flags > 0); /* store 0 is always flushed */
+	return 0;
+}
+
 /* Fill one SQE for what is left of req. Called with q->submit_lock held. */
 static int prep(struct cfs_ioq *q, struct cfs_io_req *req)
 {
 	struct uring_queue *uq = q->priv;
 	struct uring_target *t = q->io->priv;
 	struct io_uring_sqe *sqe;
-	uint64_t tag = 0;
-	int fd = uq->file_registered ? 0 : t->fd;
-	bool use_file = true;
+	uint64_t tag = 0, offset;
+	unsigned st = 0;
+	bool use_file = true, fixed;
+	int fd;
 
+	if (req->op == CFS_IO_FLUSH && atomic_load(&t->stores) > 1)
+		return prep_pool_flush(q, req);
+	/* Route what is left of it (requests were checked against the routes
+	 * when queued; a resubmission stays in the same route). */
+	if (req->op == CFS_IO_READ || req->op == CFS_IO_WRITE) {
+		if (route(t, req->offset_bytes + req->done_bytes,
+			  req->length_bytes - req->done_bytes, &st, &offset))
+			return -EINVAL;
+	} else if (req->op != CFS_IO_FLUSH) {
+		if (route(t, req->offset_bytes, req->length_bytes, &st, &offset))
+			return -EINVAL;
+	}
+	fd = sqe_fd(uq, t, st, &fixed);
 	sqe = io_uring_get_sqe(&uq->ring);
 	if (!sqe)
 		return -EBUSY;
@@ -400,7 +726,6 @@ static int prep(struct cfs_ioq *q, struct cfs_io_req *req)
 	case CFS_IO_READ:
 	case CFS_IO_WRITE: {
 		uint32_t remaining = req->length_bytes - req->done_bytes;
-		uint64_t offset = req->offset_bytes + req->done_bytes;
 		char *buf = (char *)req->buf + req->done_bytes;
 		int idx = fixed_index(q, buf, remaining);
 
@@ -418,10 +743,11 @@ static int prep(struct cfs_ioq *q, struct cfs_io_req *req)
 		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
 		break;
 	case CFS_IO_DISCARD:
-		if (!t->is_blk) {
+		if (!t->store[st].is_blk) {
 			io_uring_prep_fallocate(sqe, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						(off_t)req->offset_bytes, (off_t)req->length_bytes);
-		} else if (atomic_load_explicit(&t->discard_by_ioctl, memory_order_relaxed)) {
+						(off_t)offset, (off_t)req->length_bytes);
+		} else if (atomic_load_explicit(&t->store[st].discard_by_ioctl,
+						memory_order_relaxed)) {
 			io_uring_prep_nop(sqe);
 			use_file = false;
 			tag = TAG_DISCARD_IOCTL;
@@ -429,24 +755,24 @@ static int prep(struct cfs_ioq *q, struct cfs_io_req *req)
 			io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
 			sqe->cmd_op = BLOCK_URING_CMD_DISCARD;
 			sqe->__pad1 = 0;
-			sqe->addr = req->offset_bytes;
+			sqe->addr = offset;
 			sqe->addr3 = req->length_bytes;
 		}
 		break;
 	case CFS_IO_ZERO:
-		if (atomic_load_explicit(&t->zero_by_punch, memory_order_relaxed)) {
+		if (atomic_load_explicit(&t->store[st].zero_by_punch, memory_order_relaxed)) {
 			io_uring_prep_fallocate(sqe, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						(off_t)req->offset_bytes, (off_t)req->length_bytes);
+						(off_t)offset, (off_t)req->length_bytes);
 			tag = TAG_ZERO_PUNCH;
 		} else {
 			io_uring_prep_fallocate(sqe, fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-						(off_t)req->offset_bytes, (off_t)req->length_bytes);
+						(off_t)offset, (off_t)req->length_bytes);
 		}
 		break;
 	default:
 		CFS_ASSERT(!"op validated by cfs_ioq_queue");
 	}
-	if (use_file && uq->file_registered)
+	if (use_file && fixed)
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | tag);
 	return 0;
@@ -455,11 +781,18 @@ static int prep(struct cfs_ioq *q, struct cfs_io_req *req)
 static int uring_queue_req(struct cfs_ioq *q, struct cfs_io_req *req)
 {
 	const struct cfs_io_geometry *geo = &q->io->geo;
+	struct uring_target *t = q->io->priv;
+	uint64_t offset;
+	unsigned st;
 
 	/* Paired with the check in cfs_ioq_queue(): nothing misaligned may
 	 * reach the device, whatever path staged it. */
 	CFS_ASSERT(req->op == CFS_IO_FLUSH ||
 		   !((req->offset_bytes | req->length_bytes) & (geo->logical_sector_bytes - 1)));
+	/* A request that leaves its route is the caller's bug: refuse it
+	 * before anything is staged. */
+	if (req->op != CFS_IO_FLUSH && route(t, req->offset_bytes, req->length_bytes, &st, &offset))
+		return -EINVAL;
 	return prep(q, req);
 }
 
@@ -485,11 +818,23 @@ static bool retry_allowed(struct cfs_io_req *req)
 }
 
 /* The synchronous fallback for kernels without async block discard. */
-static int discard_ioctl(int fd, const struct cfs_io_req *req)
+static int discard_ioctl(int fd, uint64_t offset_bytes, const struct cfs_io_req *req)
 {
-	uint64_t range[2] = {req->offset_bytes, req->length_bytes};
+	uint64_t range[2] = {offset_bytes, req->length_bytes};
 
 	return ioctl(fd, BLKDISCARD, range) < 0 ? -errno : 0;
+}
+
+/* A write, zero or discard of req finished on its store: a pool FLUSH must
+ * reach that store. (With one store, FLUSH always flushes it.) */
+static void mark_dirty(struct uring_target *t, const struct cfs_io_req *req)
+{
+	uint64_t offset;
+	unsigned st;
+
+	if (atomic_load_explicit(&t->stores, memory_order_relaxed) > 1 &&
+	    !route(t, req->offset_bytes, req->length_bytes, &st, &offset) && st != 0)
+		atomic_store_explicit(&t->store[st].dirty, true, memory_order_release);
 }
 
 /*
@@ -499,8 +844,12 @@ static int discard_ioctl(int fd, const struct cfs_io_req *req)
 static int cqe_result(struct cfs_ioq *q, struct cfs_io_req *req, uint64_t tag, int res, bool *again)
 {
 	struct uring_target *t = q->io->priv;
+	uint64_t offset = req->offset_bytes;
+	unsigned st = 0;
 
 	*again = false;
+	if (req->op == CFS_IO_DISCARD || req->op == CFS_IO_ZERO)
+		(void)route(t, req->offset_bytes, req->length_bytes, &st, &offset);
 	switch (req->op) {
 	case CFS_IO_READ:
 	case CFS_IO_WRITE: {
@@ -511,8 +860,11 @@ static int cqe_result(struct cfs_ioq *q, struct cfs_io_req *req, uint64_t tag, i
 			 * where the data went. */
 			CFS_ASSERT((uint32_t)res <= remaining);
 			req->done_bytes += (uint32_t)res;
-			if (req->done_bytes == req->length_bytes)
+			if (req->done_bytes == req->length_bytes) {
+				if (req->op == CFS_IO_WRITE)
+					mark_dirty(t, req);
 				return (int)req->length_bytes;
+			}
 		}
 		if (res >= 0) {
 			/* Short, or no progress at all (read at EOF). */
@@ -528,17 +880,19 @@ static int cqe_result(struct cfs_ioq *q, struct cfs_io_req *req, uint64_t tag, i
 	}
 	case CFS_IO_DISCARD:
 		if (tag & TAG_DISCARD_IOCTL) {
-			res = discard_ioctl(t->fd, req);
-		} else if (res == -EOPNOTSUPP && t->is_blk && retry_allowed(req)) {
-			atomic_store_explicit(&t->discard_by_ioctl, true, memory_order_relaxed);
+			res = discard_ioctl(atomic_load(&t->store[st].fd), offset, req);
+		} else if (res == -EOPNOTSUPP && t->store[st].is_blk && retry_allowed(req)) {
+			atomic_store_explicit(&t->store[st].discard_by_ioctl, true,
+					      memory_order_relaxed);
 			*again = true;
 			return 0;
 		}
 		break;
 	case CFS_IO_ZERO:
-		if (res == -EOPNOTSUPP && !t->is_blk && !(tag & TAG_ZERO_PUNCH) &&
+		if (res == -EOPNOTSUPP && !t->store[st].is_blk && !(tag & TAG_ZERO_PUNCH) &&
 		    retry_allowed(req)) {
-			atomic_store_explicit(&t->zero_by_punch, true, memory_order_relaxed);
+			atomic_store_explicit(&t->store[st].zero_by_punch, true,
+					      memory_order_relaxed);
 			*again = true;
 			return 0;
 		}
@@ -552,7 +906,39 @@ static int cqe_result(struct cfs_ioq *q, struct cfs_io_req *req, uint64_t tag, i
 	}
 	if (res < 0)
 		return res;
-	return req->op == CFS_IO_FLUSH ? 0 : (int)req->length_bytes;
+	if (req->op == CFS_IO_FLUSH)
+		return 0;
+	mark_dirty(t, req); /* a discard or a zero */
+	return (int)req->length_bytes;
+}
+
+/*
+ * One fsync of a pool FLUSH finished. Returns the request when it was the
+ * last part (its result in *res), else NULL. A part the kernel interrupted
+ * (EAGAIN/EINTR) is redone here, synchronously: rare, and a flush part has
+ * no request of its own to resubmit.
+ */
+static struct cfs_io_req *flush_part_done(struct cfs_ioq *q, struct flush_part *p, int r, int *res)
+{
+	struct uring_queue *uq = q->priv;
+	struct uring_target *t = q->io->priv;
+	struct cfs_io_req *req = p->req;
+
+	if (r == -EAGAIN || r == -EINTR)
+		r = fdatasync(atomic_load(&t->store[p->store].fd)) ? -errno : 0;
+	if (r < 0 && req->done_bytes == 0)
+		req->done_bytes = (uint32_t)-r;
+	if (r == 0)
+		atomic_fetch_add_explicit(&t->store[p->store].flushes, 1, memory_order_relaxed);
+	pthread_mutex_lock(&q->submit_lock);
+	p->next = uq->free_parts;
+	uq->free_parts = p;
+	pthread_mutex_unlock(&q->submit_lock);
+	if (--req->iop_flags)
+		return NULL;
+	*res = req->done_bytes ? -(int)req->done_bytes : 0;
+	req->done_bytes = 0;
+	return req;
 }
 
 /*
@@ -658,6 +1044,15 @@ static int uring_reap(struct cfs_ioq *q, unsigned min_complete)
 			int res;
 
 			CFS_ASSERT(req != NULL);
+			if (got[i].data & TAG_FLUSH_PART) {
+				req = flush_part_done(q, (struct flush_part *)req, got[i].res,
+						      &res);
+				if (req) {
+					cfs_ioq_complete(q, req, res);
+					completed++;
+				}
+				continue;
+			}
 			res = cqe_result(q, req, got[i].data & TAG_MASK, got[i].res, &again);
 			if (again) {
 				req->iop_next = again_list;
@@ -689,4 +1084,8 @@ const struct cfs_backend_ops cfs_backend_uring = {
 	.submit = uring_submit,
 	.reap = uring_reap,
 	.event_fd = uring_event_fd,
+	.add_store = uring_add_store,
+	.store_geometry = uring_store_geometry,
+	.set_routes = uring_set_routes,
+	.drop_store = uring_drop_store,
 };

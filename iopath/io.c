@@ -181,6 +181,77 @@ const struct cfs_io_geometry *cfs_io_geometry(const struct cfs_io *io)
 	return &io->geo;
 }
 
+/* ---- pools ---------------------------------------------------------------- */
+
+int cfs_io_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
+{
+	if (!io || !cfg || !cfg->path)
+		return -EINVAL;
+	if (!io->ops->add_store)
+		return -EOPNOTSUPP;
+	return io->ops->add_store(io, cfg);
+}
+
+const struct cfs_io_geometry *cfs_io_store_geometry(const struct cfs_io *io, unsigned store)
+{
+	if (!io->ops->store_geometry)
+		return store == 0 ? &io->geo : NULL;
+	return io->ops->store_geometry(io, store);
+}
+
+static int route_cmp(const void *a, const void *b)
+{
+	const struct cfs_io_route *x = a, *y = b;
+
+	return x->pool_offset_bytes < y->pool_offset_bytes   ? -1
+	       : x->pool_offset_bytes > y->pool_offset_bytes ? 1
+							     : 0;
+}
+
+int cfs_io_set_routes(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count)
+{
+	uint64_t lsec = io->geo.logical_sector_bytes;
+	struct cfs_io_route *sorted;
+	int ret = 0;
+
+	if (!io->ops->set_routes)
+		return -EOPNOTSUPP;
+	if (count == 0 || count > CFS_IO_ROUTES_MAX)
+		return -EINVAL;
+	sorted = malloc(count * sizeof(*sorted));
+	if (!sorted)
+		return -ENOMEM;
+	memcpy(sorted, routes, count * sizeof(*sorted));
+	qsort(sorted, count, sizeof(*sorted), route_cmp);
+	for (unsigned i = 0; i < count && !ret; i++) {
+		const struct cfs_io_route *r = &sorted[i];
+		const struct cfs_io_geometry *sg = cfs_io_store_geometry(io, r->store);
+
+		if (!sg || r->length_bytes == 0 ||
+		    (r->pool_offset_bytes | r->length_bytes | r->store_offset_bytes) % lsec ||
+		    r->pool_offset_bytes + r->length_bytes < r->pool_offset_bytes ||
+		    r->store_offset_bytes > sg->size_bytes ||
+		    r->length_bytes > sg->size_bytes - r->store_offset_bytes)
+			ret = -EINVAL;
+		else if (i && sorted[i - 1].pool_offset_bytes + sorted[i - 1].length_bytes >
+				      r->pool_offset_bytes)
+			ret = -EINVAL; /* overlaps the previous one */
+	}
+	if (!ret)
+		ret = io->ops->set_routes(io, sorted, count);
+	free(sorted);
+	return ret;
+}
+
+int cfs_io_drop_store(struct cfs_io *io, unsigned store)
+{
+	if (!io->ops->drop_store)
+		return -EOPNOTSUPP;
+	if (store == 0)
+		return -EINVAL;
+	return io->ops->drop_store(io, store);
+}
+
 /* ---- queues -------------------------------------------------------------- */
 
 static int arena_map(struct cfs_ioq *q, size_t bytes)
@@ -284,6 +355,7 @@ void cfs_ioq_destroy(struct cfs_ioq *q)
 static int req_check(const struct cfs_io *io, const struct cfs_io_req *req)
 {
 	const struct cfs_io_geometry *geo = &io->geo;
+	uint64_t size;
 
 	if (req->op >= CFS_IO_OP_COUNT || !req->done)
 		return -EINVAL;
@@ -299,8 +371,9 @@ static int req_check(const struct cfs_io *io, const struct cfs_io_req *req)
 	} else if (req->op == CFS_IO_DISCARD && !geo->discard_supported) {
 		return -EOPNOTSUPP;
 	}
-	if (req->offset_bytes > geo->size_bytes ||
-	    req->length_bytes > geo->size_bytes - req->offset_bytes)
+	/* The size grows when a store is added (pools): read it atomically. */
+	size = __atomic_load_n(&geo->size_bytes, __ATOMIC_ACQUIRE);
+	if (req->offset_bytes > size || req->length_bytes > size - req->offset_bytes)
 		return -EINVAL;
 	return 0;
 }

@@ -214,6 +214,56 @@ const struct cfs_io_geometry *cfs_io_geometry(const struct cfs_io *io);
  * alignment fields of geo; returns 0 or -errno. mkchunkfs uses it too. */
 int cfs_io_probe_alignment(int fd, struct cfs_io_geometry *geo);
 
+/* ---- pools: several stores behind one target (fs/POOLS.md) --------------
+ *
+ * A "uring" target (also wrapped in "fault") can carry more stores than the
+ * one it was opened on. Requests then address the pool address space, and a
+ * route table sends each range of pool addresses to one store at an offset:
+ * the data path, the queues, the arenas and the range locks stay the same
+ * (one ring per queue drives every store). Until the first
+ * cfs_io_set_routes() the first store (index 0) is reached at its own
+ * offsets, as a target of one store always was.
+ *
+ * A request must lie inside one route (-EINVAL otherwise, from
+ * cfs_ioq_queue). FLUSH flushes store 0 and every other store that completed
+ * a write, zero or discard since its last flush. The geometry's size is the
+ * end of the highest route; sectors and memory alignment are the first
+ * store's (a store with another logical sector is refused); discard is
+ * supported only when every store supports it.
+ *
+ * Threads: any thread may add stores and publish routes while I/O runs; a
+ * route table, once published, is never changed or freed before
+ * cfs_io_close() (requests read it without a lock). Stores added after a
+ * queue was created are reached through plain file descriptors on that
+ * queue's ring (store 0 is a registered file, as before).
+ */
+#define CFS_IO_STORES_MAX 64u
+#define CFS_IO_ROUTES_MAX 128u
+
+struct cfs_io_route {
+	uint64_t pool_offset_bytes;  /* start of the range in the pool address space */
+	uint64_t length_bytes;	     /* > 0, a multiple of the logical sector */
+	uint64_t store_offset_bytes; /* where the range starts on the store */
+	uint32_t store;		     /* 0 = the store the target was opened on */
+};
+
+/* Open another store into io: cfg's path, dio policy, read_only and
+ * exclusive are used (backend, size and fault spec are io's). Returns the new
+ * store's index (> 0), or -EOPNOTSUPP (a backend without pools), -EINVAL
+ * (another logical sector than store 0's; message on stderr), -EMFILE
+ * (CFS_IO_STORES_MAX stores), or the open's -errno. */
+int cfs_io_add_store(struct cfs_io *io, const struct cfs_io_config *cfg);
+/* The geometry of one store as opened (its own size); NULL for an unknown
+ * index. */
+const struct cfs_io_geometry *cfs_io_store_geometry(const struct cfs_io *io, unsigned store);
+/* Publish a new route table (copied): count <= CFS_IO_ROUTES_MAX routes,
+ * aligned to the logical sector, not overlapping, each inside its store.
+ * 0 or -EINVAL (nothing changed). */
+int cfs_io_set_routes(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count);
+/* Close store `store` (> 0). The caller guarantees no route names it and no
+ * request to it is in flight. 0 or -EINVAL. */
+int cfs_io_drop_store(struct cfs_io *io, unsigned store);
+
 /* ---- queues ------------------------------------------------------------ */
 
 int cfs_ioq_create(struct cfs_io *io, const struct cfs_ioq_config *cfg, struct cfs_ioq **out);

@@ -517,8 +517,9 @@ int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw)
 
 	if ((req->op != CFS_IO_READ && req->op != CFS_IO_WRITE) || !req->done || !req->buf ||
 	    req->length_bytes == 0 || req->length_bytes > CFS_IO_LENGTH_MAX ||
-	    req->offset_bytes > io->geo.size_bytes ||
-	    req->length_bytes > io->geo.size_bytes - req->offset_bytes)
+	    req->offset_bytes > __atomic_load_n(&io->geo.size_bytes, __ATOMIC_ACQUIRE) ||
+	    req->length_bytes >
+		    __atomic_load_n(&io->geo.size_bytes, __ATOMIC_ACQUIRE) - req->offset_bytes)
 		return -EINVAL;
 	if (req->op == CFS_IO_WRITE && io->cfg.read_only)
 		return -EROFS;

@@ -1224,3 +1224,199 @@ Test(uring_loop, probe_alignment_of_a_4k_loop_device)
 	cr_assert_eq(geo.physical_sector_bytes, 4096);
 	close(fd);
 }
+
+/* ---- pools: several stores behind one target --------------------------------- */
+
+static char pool_path[2][128];
+
+static void pool_setup(void)
+{
+	make_image(IMG_BYTES);
+	for (int i = 0; i < 2; i++) {
+		int fd;
+
+		snprintf(pool_path[i], sizeof(pool_path[i]), "%s/store%d", dir_path, i + 1);
+		fd = open(pool_path[i], O_RDWR | O_CREAT | O_TRUNC, 0600);
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(ftruncate(fd, 16 << 20), 0);
+		close(fd);
+	}
+}
+
+static void pool_teardown(void)
+{
+	unlink(pool_path[0]);
+	unlink(pool_path[1]);
+	teardown();
+}
+
+static int add_store(struct cfs_io *io, const char *path)
+{
+	struct cfs_io_config cfg = { .path = path, .dio = CFS_DIO_REQUIRED };
+
+	return cfs_io_add_store(io, &cfg);
+}
+
+/* The bytes at [offset, +length) of a file, read around the target. */
+static void pread_file(const char *path, uint64_t offset, void *buf, uint32_t length)
+{
+	int fd = open(path, O_RDONLY);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, buf, length, (off_t)offset), (ssize_t)length);
+	close(fd);
+}
+
+Test(uring_pool, routes_send_requests_to_their_store, .init = pool_setup, .fini = pool_teardown)
+{
+	struct cfs_io *io = open_uring(img_path, 0, false);
+	/* store 0 at its own offsets; store 1's [1 MiB, 9 MiB) at pool 100
+	 * MiB; store 2's [0, 4 MiB) at pool 200 MiB */
+	struct cfs_io_route routes[] = {
+		{ 0, IMG_BYTES, 0, 0 },
+		{ 100ull * MiB, 8 * MiB, 1 * MiB, 1 },
+		{ 200ull * MiB, 4 * MiB, 0, 2 },
+	};
+	struct cfs_ioq *q;
+	uint8_t *buf = aligned_buf(MiB), *back = aligned_buf(MiB);
+
+	cr_assert_eq(add_store(io, pool_path[0]), 1);
+	cr_assert_eq(add_store(io, pool_path[1]), 2);
+	cr_assert_not_null(cfs_io_store_geometry(io, 2));
+	cr_assert_eq(cfs_io_store_geometry(io, 2)->size_bytes, 16 << 20);
+	cr_assert_null(cfs_io_store_geometry(io, 3));
+	cr_assert_eq(cfs_io_set_routes(io, routes, 3), 0);
+	cr_assert_eq(cfs_io_geometry(io)->size_bytes, 204ull * MiB);
+	q = make_queue(io, 16, 4 * MiB);
+
+	fill(buf, MiB, 1, 1);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 102ull * MiB, MiB, buf, NULL), (int)MiB);
+	fill(buf, MiB, 2, 2);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 203ull * MiB, MiB, buf, NULL), (int)MiB);
+	fill(buf, MiB, 3, 3);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 5 * MiB, MiB, buf, NULL), (int)MiB);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+
+	/* Each landed on its store at the routed offset. */
+	pread_file(pool_path[0], 3 * MiB, back, MiB);
+	cr_assert(check(back, MiB, 1, 1));
+	pread_file(pool_path[1], 3 * MiB, back, MiB);
+	cr_assert(check(back, MiB, 2, 2));
+	pread_file(img_path, 5 * MiB, back, MiB);
+	cr_assert(check(back, MiB, 3, 3));
+	/* And read back through the pool. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 102ull * MiB, MiB, back, NULL), (int)MiB);
+	cr_assert(check(back, MiB, 1, 1));
+
+	/* Outside every route, across two routes' gap, or past a route's end. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 150ull * MiB, 4096, back, NULL), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 108ull * MiB - 4096, 8192, back, NULL),
+		     -EINVAL);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 204ull * MiB, 4096, back, NULL), -EINVAL);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+	free(buf);
+	free(back);
+}
+
+Test(uring_pool, route_tables_are_checked, .init = pool_setup, .fini = pool_teardown)
+{
+	struct cfs_io *io = open_uring(img_path, 0, false);
+	struct cfs_io_route overlap[] = {
+		{ 0, IMG_BYTES, 0, 0 },
+		{ IMG_BYTES - 4096, 8192, 0, 1 },
+	};
+	struct cfs_io_route too_long[] = { { 100ull * MiB, 17 * MiB, 0, 1 } };
+	struct cfs_io_route no_store[] = { { 100ull * MiB, MiB, 0, 5 } };
+	struct cfs_io_route unaligned[] = { { 100ull * MiB + 100, MiB, 0, 1 } };
+
+	cr_assert_eq(add_store(io, pool_path[0]), 1);
+	cr_assert_eq(cfs_io_set_routes(io, overlap, 2), -EINVAL);
+	cr_assert_eq(cfs_io_set_routes(io, too_long, 1), -EINVAL);
+	cr_assert_eq(cfs_io_set_routes(io, no_store, 1), -EINVAL);
+	cr_assert_eq(cfs_io_set_routes(io, unaligned, 1), -EINVAL);
+	cr_assert_eq(cfs_io_set_routes(io, overlap, 0), -EINVAL);
+	/* Nothing changed: still store 0 at its own offsets. */
+	cr_assert_eq(cfs_io_geometry(io)->size_bytes, IMG_BYTES);
+	cr_assert_eq(cfs_io_drop_store(io, 0), -EINVAL);
+	cr_assert_eq(cfs_io_drop_store(io, 1), 0);
+	cr_assert_eq(cfs_io_drop_store(io, 1), -EINVAL);
+	cr_assert_null(cfs_io_store_geometry(io, 1));
+	/* The index is free again. */
+	cr_assert_eq(add_store(io, pool_path[1]), 1);
+	cfs_io_close(io);
+}
+
+static int flushes_ok;
+
+static void flush_done(struct cfs_io_req *req, int res)
+{
+	(void)req;
+	if (res == 0)
+		flushes_ok++;
+}
+
+/* A FLUSH reaches store 0 and every store that completed a write since its
+ * last flush (counted per store), and many flushes in a row or in flight at
+ * once all complete. */
+Test(uring_pool, flush_parts, .init = pool_setup, .fini = pool_teardown)
+{
+	struct cfs_io *io = open_uring(img_path, 0, false);
+	struct cfs_io_route routes[] = {
+		{ 0, IMG_BYTES, 0, 0 },
+		{ 100ull * MiB, 8 * MiB, 0, 1 },
+		{ 200ull * MiB, 8 * MiB, 0, 2 },
+	};
+	struct cfs_ioq *q;
+	uint8_t *buf = aligned_buf(4096);
+
+	cr_assert_eq(add_store(io, pool_path[0]), 1);
+	cr_assert_eq(add_store(io, pool_path[1]), 2);
+	cr_assert_eq(cfs_io_set_routes(io, routes, 3), 0);
+	q = make_queue(io, 8, 0);
+	fill(buf, 4096, 0, 9);
+	/* Only store 0 and the stores written since their last flush. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 100ull * MiB, 4096, buf, NULL), 4096);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+	cr_assert_eq(cfs_uring_store_flushes(io, 0), 1);
+	cr_assert_eq(cfs_uring_store_flushes(io, 1), 1);
+	cr_assert_eq(cfs_uring_store_flushes(io, 2), 0);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+	cr_assert_eq(cfs_uring_store_flushes(io, 0), 2);
+	cr_assert_eq(cfs_uring_store_flushes(io, 1), 1);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 200ull * MiB, 4096, buf, NULL), 4096);
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
+	cr_assert_eq(cfs_uring_store_flushes(io, 1), 1);
+	cr_assert_eq(cfs_uring_store_flushes(io, 2), 1);
+	for (int round = 0; round < 200; round++) {
+		uint64_t at = (round % 3) * 100ull * MiB + (uint64_t)(round % 7) * 4096;
+
+		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, at, 4096, buf, NULL), 4096);
+		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0, "round %d", round);
+	}
+	/* Several flushes in flight at once, after writes to every store. */
+	for (int round = 0; round < 20; round++) {
+		struct cfs_io_req reqs[6];
+		int finished = 0;
+
+		for (int i = 0; i < 3; i++)
+			cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, i * 100ull * MiB, 4096, buf, NULL),
+				     4096);
+		flushes_ok = 0;
+		for (int i = 0; i < 6; i++) {
+			reqs[i] = (struct cfs_io_req){ .op = CFS_IO_FLUSH, .done = flush_done };
+			cr_assert_eq(cfs_ioq_queue(q, &reqs[i]), 0);
+		}
+		cfs_ioq_submit(q);
+		while (finished < 6) {
+			int n = cfs_ioq_reap(q, 1);
+
+			cr_assert_geq(n, 0);
+			finished += n;
+		}
+		cr_assert_eq(flushes_ok, 6);
+	}
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+	free(buf);
+}
