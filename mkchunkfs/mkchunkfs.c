@@ -267,6 +267,24 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 
 	if (cfs_mkfs_signatures_find(&t, &found) < 0)
 		goto out_close;
+	/* Before anything is written: zeros into a filesystem too small for
+	 * them would fill it for everyone and then fail anyway. */
+	if (!t.is_block_device && !opts->sparse && !opts->dry_run) {
+		char space[160];
+
+		ret = cfs_mkfs_target_check_space(&t, space, sizeof(space));
+		if (ret == -ENOSPC) {
+			cfs_mkfs_error("%s: %s; use --sparse (holes stay holes, the space is "
+				       "taken as chunkfs writes) or a smaller -s",
+				       t.path, space);
+			goto out_close;
+		}
+		if (ret < 0) {
+			cfs_mkfs_error("%s: cannot tell the free space of its filesystem: %s",
+				       t.path, strerror(-ret));
+			goto out_close;
+		}
+	}
 
 	if (opts->dry_run) {
 		/* Show the superblock as it will be once written. */

@@ -84,6 +84,10 @@ int cfs_mkfs_target_open(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *
 /* Make the target writable at its store size: create a new image, or extend
  * a shorter one; open the direct-I/O descriptor. After the refusal checks. */
 int cfs_mkfs_target_prepare(struct cfs_mkfs_target *t);
+/* An image file to be written fully (not --sparse): 0 if its filesystem has
+ * room for the holes (store size less the blocks the file already has),
+ * else -ENOSPC with why set ("needs N, has M free"). Nothing is written. */
+int cfs_mkfs_target_check_space(const struct cfs_mkfs_target *t, char *why, size_t why_bytes);
 /* Close; with remove_created, unlink an image this run created. */
 void cfs_mkfs_target_close(struct cfs_mkfs_target *t, bool remove_created);
 

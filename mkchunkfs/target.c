@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -347,6 +348,41 @@ static int reopen(int fd, int flags)
 
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 	return open(proc, flags | O_CLOEXEC);
+}
+
+int cfs_mkfs_target_check_space(const struct cfs_mkfs_target *t, char *why, size_t why_bytes)
+{
+	char need_text[CFS_SIZE_STR_BYTES], free_text[CFS_SIZE_STR_BYTES];
+	uint64_t have_bytes = 0, need_bytes, free_bytes;
+	struct statvfs vfs;
+	struct stat st;
+	int ret;
+
+	if (t->exists) {
+		if (fstat(t->fd, &st) < 0 || fstatvfs(t->fd, &vfs) < 0)
+			return -errno;
+		have_bytes = (uint64_t)st.st_blocks * 512u;
+	} else {
+		char *copy = strdup(t->path);
+
+		if (!copy)
+			return -ENOMEM;
+		ret = statvfs(dirname(copy), &vfs);
+		ret = ret < 0 ? -errno : 0;
+		free(copy);
+		if (ret)
+			return ret;
+	}
+	need_bytes = t->store_size_bytes > have_bytes ? t->store_size_bytes - have_bytes : 0;
+	/* root may use the blocks the filesystem reserves for it, as its
+	 * writes would. */
+	free_bytes = (uint64_t)(geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * vfs.f_frsize;
+	if (need_bytes <= free_bytes)
+		return 0;
+	snprintf(why, why_bytes,
+		 "writing the image fully needs %s more and its filesystem has %s free",
+		 cfs_size_format(need_bytes, need_text), cfs_size_format(free_bytes, free_text));
+	return -ENOSPC;
 }
 
 int cfs_mkfs_target_prepare(struct cfs_mkfs_target *t)

@@ -7,7 +7,8 @@
 # -f: blkid must show no ext4 afterwards), an existing chunkfs store, a dos
 # partition table on an image and on a loop device, a block device in use
 # (held with O_EXCL by another process; mounted, where mount works), an
-# image attached to a loop device, and -D on something that is no store.
+# image attached to a loop device, -D on something that is no store, and an
+# image file larger than its filesystem's free space (not --sparse).
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_root
 cfs_require_cmd losetup blkid md5sum
@@ -138,4 +139,23 @@ cfs_log "partition table (image and $ptdev): refused, then erased with -f"
 # --- an image attached to a loop device -----------------------------------------------------------
 cfs_expect_fail_with "is attached to $ptdev" 1 "$mk" -f "$pt"
 cfs_log "attached image: refused"
+# --- an image larger than its filesystem's free space ----------------------------------------
+# Refused at once, before a byte is written (it used to write zeros until
+# the filesystem was full for everyone, then fail); --sparse still works.
+small_fs=$CFS_WORK/smallfs
+mkdir -p "$small_fs"
+mount -t tmpfs -o size=48M tmpfs "$small_fs" || cfs_skip "cannot mount a tmpfs"
+cfs_defer "umount -l '$small_fs'"
+start=$(date +%s)
+cfs_expect_fail_with "use --sparse" 1 "$mk" -q -s 1G "$small_fs/new.img"
+[ ! -e "$small_fs/new.img" ] || cfs_fail "a refused run left $small_fs/new.img"
+truncate -s 1G "$small_fs/old.img"
+cfs_expect_fail_with "writing the image fully needs 1 GiB more and its filesystem has" 1 \
+	"$mk" -q "$small_fs/old.img"
+[ "$(stat -c %b "$small_fs/old.img")" -eq 0 ] && [ "$(stat -c %s "$small_fs/old.img")" -eq $((1 << 30)) ] ||
+	cfs_fail "a refused run wrote into $small_fs/old.img"
+[ $(($(date +%s) - start)) -lt 10 ] || cfs_fail "the refusals took $(($(date +%s) - start)) s"
+"$mk" -q --sparse "$small_fs/old.img" >/dev/null || cfs_fail "--sparse on the small filesystem"
+"$mk" -q -s 24M "$small_fs/fits.img" >/dev/null || cfs_fail "an image that fits"
+cfs_log "image larger than the free space: refused at once; --sparse and one that fits work"
 exit 0
