@@ -115,16 +115,38 @@ struct options {
 
 /* ---- logging -------------------------------------------------------------
  * Every module logs through fuse_log(); until the daemon detaches that is
- * stderr, afterwards syslog (openlog "chunkfs"). */
-static volatile bool log_to_syslog;
+ * stderr. Afterwards: syslog (openlog "chunkfs") when something listens on
+ * /dev/log; else the kernel log through /dev/kmsg (dmesg, journalctl -k),
+ * which exists without any daemon or configuration (containers and minimal
+ * VMs have no syslog daemon, and syslog(3) then drops every message); a log
+ * file would need a path, rotation and a writable place, all to configure.
+ * Only mount, exit and error lines are logged (never per request), well
+ * within the kernel's rate limit for /dev/kmsg. */
+enum log_sink { LOG_TO_STDERR, LOG_TO_SYSLOG, LOG_TO_KMSG };
+static volatile int log_sink = LOG_TO_STDERR;
+static int kmsg_fd = -1;
 
 static void log_func(enum fuse_log_level level, const char *fmt, va_list ap)
 {
-	if (log_to_syslog) {
+	char line[1024];
+	int n;
+
+	switch (log_sink) {
+	case LOG_TO_SYSLOG:
 		vsyslog((int)level, fmt, ap);
 		return;
+	case LOG_TO_KMSG:
+		/* One record per write; "<facility|level>" as syslog's. */
+		n = snprintf(line, sizeof(line), "<%d>chunkfs[%d]: ", LOG_DAEMON | (int)level,
+			     (int)getpid());
+		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+		if (write(kmsg_fd, line, strlen(line)) < 0) {
+			/* rate-limited or gone: nowhere else to say it */
+		}
+		return;
+	default:
+		vfprintf(stderr, fmt, ap);
 	}
-	vfprintf(stderr, fmt, ap);
 }
 
 #define say(...) fuse_log(FUSE_LOG_ERR, "chunkfs: " __VA_ARGS__)
@@ -694,8 +716,19 @@ static void detach_finish(void)
 		if (null_fd > STDERR_FILENO)
 			close(null_fd);
 	}
-	openlog("chunkfs", LOG_PID, LOG_DAEMON);
-	log_to_syslog = true;
+	{
+		struct stat st;
+
+		if (stat("/dev/log", &st) == 0 && S_ISSOCK(st.st_mode)) {
+			openlog("chunkfs", LOG_PID, LOG_DAEMON);
+			log_sink = LOG_TO_SYSLOG;
+		} else if ((kmsg_fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC)) >= 0) {
+			log_sink = LOG_TO_KMSG;
+		} else {
+			openlog("chunkfs", LOG_PID, LOG_DAEMON); /* lost, as syslog(3) would */
+			log_sink = LOG_TO_SYSLOG;
+		}
+	}
 	if (write(verdict_fd, &ok, 1) != 1) {
 		/* the parent is gone; nobody to tell */
 	}
@@ -1349,7 +1382,9 @@ out_unlock:
 		if (lock_fd[i] >= 0)
 			close(lock_fd[i]);
 out:
-	if (log_to_syslog)
+	if (log_sink == LOG_TO_SYSLOG)
 		closelog();
+	else if (log_sink == LOG_TO_KMSG)
+		close(kmsg_fd);
 	return exit_code;
 }
