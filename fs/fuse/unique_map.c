@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "fs/base/hash.h"
 #include "fs/fuse/unique_map.h"
 
 #define SLOT_EMPTY 0ull
@@ -46,7 +47,7 @@ size_t cfs_unique_map_slots(const struct cfs_unique_map *m)
  * Fibonacci hashing of unique / 2 spreads consecutive ones. */
 static inline size_t slot_of(const struct cfs_unique_map *m, uint64_t unique)
 {
-	return (size_t)(((unique >> 1) * 0x9E3779B97F4A7C15ull) >> (64 - m->bits));
+	return (size_t)cfs_hash_spread(unique >> 1, m->bits);
 }
 
 void cfs_unique_map_insert(struct cfs_unique_map *m, uint64_t unique, void *val)

@@ -11,7 +11,10 @@
  * Open addressing with linear probing over atomics; no lock, no allocation
  * after init. The map is sized at init for the most values that can be in it
  * at once (one per ring entry) with at least twice as many slots, so a probe
- * stays short and an insert always finds a slot.
+ * stays short and an insert always finds a slot. (Not fs/base/hash.h's
+ * table: that one is chained, grows, and wants its writers under a lock; a
+ * chained table taken from by any thread without one would need a lock-free
+ * list. The two share cfs_hash_spread.)
  *
  * Keys 0, UINT64_MAX and UINT64_MAX - 1 are reserved (FUSE never uses them
  * for a request that is answered).

@@ -47,12 +47,11 @@
 
 #define FILE_SIZE_MAX (1ull << 60) /* sparse size limit (mapping has its own) */
 #define MAP_RETRIES 4		   /* forced commits before -ENOSPC */
-#define DIR_BUCKETS_MIN 8u
-#define TABLE_BUCKETS_MIN 1024u
+#define DIR_BUCKETS_MIN_BITS 3u	   /* 8 */
+#define TABLE_BUCKETS_MIN_BITS 10u /* 1024 */
 
 struct cfs_dirent {
-	struct cfs_dirent *hash_next;
-	uint64_t hash;
+	struct cfs_hlink hlink; /* in dir->names (hash: of the name) */
 	uint64_t ino;
 	uint64_t cookie;
 	uint32_t mode; /* type bits of ino (d_type) */
@@ -66,10 +65,8 @@ struct dir_slot {
 };
 
 struct cfs_dir {
-	struct cfs_dirent **buckets;
-	uint64_t bucket_count; /* power of two */
-	uint64_t entry_count;
-	struct dir_slot *order; /* ascending cookies */
+	struct cfs_htable names; /* name -> entry */
+	struct dir_slot *order;	 /* ascending cookies */
 	uint64_t order_len;
 	uint64_t order_cap;
 	uint64_t order_holes;
@@ -92,10 +89,8 @@ struct cfs_deferred {
 
 struct cfs_ns {
 	struct cfs_fs *fs;
-	pthread_rwlock_t lock; /* ns_lock */
-	struct cfs_inode **table;
-	uint64_t table_size; /* power of two */
-	uint64_t inode_count;
+	pthread_rwlock_t lock;			/* ns_lock */
+	struct cfs_htable inodes;		/* ino -> inode */
 	uint64_t next_ino;			/* [ns_lock write] */
 	uint64_t next_generation;		/* [ns_lock write] */
 	_Atomic(struct cfs_inode *) dirty_head; /* committer queue (Treiber stack) */
@@ -225,69 +220,31 @@ static void unlock_inodes(struct cfs_inode **set, unsigned kept)
 
 /* ---- the inode table (ns_lock) --------------------------------------------------- */
 
-static inline uint64_t ino_hash(uint64_t ino, uint64_t size)
-{
-	return (ino * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(size));
-}
-
 static struct cfs_inode *table_find(struct cfs_ns *ns, uint64_t ino)
 {
-	struct cfs_inode *inode = ns->table[ino_hash(ino, ns->table_size)];
+	struct cfs_hlink *link = cfs_htable_find(&ns->inodes, ino);
 
-	while (inode && inode->ino != ino)
-		inode = inode->hash_next;
-	return inode;
-}
-
-static void table_grow(struct cfs_ns *ns)
-{
-	uint64_t size = ns->table_size * 2;
-	struct cfs_inode **table = calloc(size, sizeof(*table));
-
-	if (!table)
-		return; /* longer chains; still correct */
-	for (uint64_t b = 0; b < ns->table_size; b++) {
-		struct cfs_inode *inode = ns->table[b];
-
-		while (inode) {
-			struct cfs_inode *next = inode->hash_next;
-			uint64_t h = ino_hash(inode->ino, size);
-
-			inode->hash_next = table[h];
-			table[h] = inode;
-			inode = next;
-		}
-	}
-	free(ns->table);
-	ns->table = table;
-	ns->table_size = size;
+	return link ? cfs_container_of(link, struct cfs_inode, hlink) : NULL;
 }
 
 static void table_insert(struct cfs_ns *ns, struct cfs_inode *inode)
 {
-	uint64_t h;
-
-	if (ns->inode_count >= ns->table_size)
-		table_grow(ns);
-	h = ino_hash(inode->ino, ns->table_size);
-	inode->hash_next = ns->table[h];
-	ns->table[h] = inode;
-	ns->inode_count++;
+	cfs_htable_insert(&ns->inodes, &inode->hlink, inode->ino);
 	if (inode->ino >= ns->next_ino)
 		ns->next_ino = inode->ino + 1;
 }
 
 static void table_remove(struct cfs_ns *ns, struct cfs_inode *inode)
 {
-	struct cfs_inode **link = &ns->table[ino_hash(inode->ino, ns->table_size)];
+	cfs_htable_remove(&ns->inodes, &inode->hlink);
+}
 
-	while (*link != inode) {
-		CFS_ASSERT(*link);
-		link = &(*link)->hash_next;
-	}
-	*link = inode->hash_next;
-	inode->hash_next = NULL;
-	ns->inode_count--;
+/* Every inode of the table in turn, from table_next(ns, NULL). */
+static struct cfs_inode *table_next(struct cfs_ns *ns, struct cfs_inode *inode)
+{
+	struct cfs_hlink *link = cfs_htable_next(&ns->inodes, inode ? &inode->hlink : NULL);
+
+	return link ? cfs_container_of(link, struct cfs_inode, hlink) : NULL;
 }
 
 /* ---- directories (ns_lock) -------------------------------------------------------- */
@@ -303,9 +260,7 @@ static struct cfs_dir *dir_new(void)
 
 	if (!dir)
 		return NULL;
-	dir->bucket_count = DIR_BUCKETS_MIN;
-	dir->buckets = calloc(dir->bucket_count, sizeof(*dir->buckets));
-	if (!dir->buckets) {
+	if (cfs_htable_init(&dir->names, DIR_BUCKETS_MIN_BITS)) {
 		free(dir);
 		return NULL;
 	}
@@ -317,53 +272,27 @@ static void dir_free(struct cfs_dir *dir)
 {
 	if (!dir)
 		return;
-	for (uint64_t b = 0; b < dir->bucket_count; b++) {
-		struct cfs_dirent *d = dir->buckets[b];
-
-		while (d) {
-			struct cfs_dirent *next = d->hash_next;
-
-			free(d);
-			d = next;
-		}
+	for (struct cfs_hlink *link = cfs_htable_next(&dir->names, NULL), *next; link;
+	     link = next) {
+		next = cfs_htable_next(&dir->names, link);
+		free(cfs_container_of(link, struct cfs_dirent, hlink));
 	}
-	free(dir->buckets);
+	cfs_htable_fini(&dir->names);
 	free(dir->order);
 	free(dir);
 }
 
 static struct cfs_dirent *dir_find(const struct cfs_dir *dir, const char *name, size_t length)
 {
-	uint64_t h = name_hash(name, length);
-	struct cfs_dirent *d = dir->buckets[h & (dir->bucket_count - 1)];
+	struct cfs_hlink *link = cfs_htable_find(&dir->names, name_hash(name, length));
 
-	for (; d; d = d->hash_next)
-		if (d->hash == h && d->name_length == length && !memcmp(d->name, name, length))
+	for (; link; link = cfs_htable_find_next(link)) {
+		struct cfs_dirent *d = cfs_container_of(link, struct cfs_dirent, hlink);
+
+		if (d->name_length == length && !memcmp(d->name, name, length))
 			return d;
-	return NULL;
-}
-
-static void dir_rehash(struct cfs_dir *dir)
-{
-	uint64_t count = dir->bucket_count * 2;
-	struct cfs_dirent **buckets = calloc(count, sizeof(*buckets));
-
-	if (!buckets)
-		return; /* longer chains; still correct */
-	for (uint64_t b = 0; b < dir->bucket_count; b++) {
-		struct cfs_dirent *d = dir->buckets[b];
-
-		while (d) {
-			struct cfs_dirent *next = d->hash_next;
-
-			d->hash_next = buckets[d->hash & (count - 1)];
-			buckets[d->hash & (count - 1)] = d;
-			d = next;
-		}
 	}
-	free(dir->buckets);
-	dir->buckets = buckets;
-	dir->bucket_count = count;
+	return NULL;
 }
 
 /* Index in dir->order of the first slot with cookie > after. */
@@ -424,16 +353,13 @@ static int dir_add(struct cfs_dir *dir, const char *name, size_t length, uint64_
 		cookie = dir->next_cookie;
 	if (cookie >= dir->next_cookie)
 		dir->next_cookie = cookie + 1;
-	d->hash = name_hash(name, length);
 	d->ino = ino;
 	d->cookie = cookie;
 	d->mode = mode & S_IFMT;
 	d->name_length = (uint32_t)length;
 	memcpy(d->name, name, length);
 	d->name[length] = '\0';
-	d->hash_next = dir->buckets[d->hash & (dir->bucket_count - 1)];
-	dir->buckets[d->hash & (dir->bucket_count - 1)] = d;
-	dir->entry_count++;
+	cfs_htable_insert(&dir->names, &d->hlink, name_hash(name, length));
 
 	at = order_search(dir, cookie);
 	if (at > 0 && dir->order[at - 1].cookie == cookie && !dir->order[at - 1].dirent) {
@@ -448,8 +374,6 @@ static int dir_add(struct cfs_dir *dir, const char *name, size_t length, uint64_
 		dir->order[at] = (struct dir_slot){cookie, d};
 		dir->order_len++;
 	}
-	if (dir->entry_count > dir->bucket_count)
-		dir_rehash(dir);
 	if (out)
 		*out = d;
 	return 0;
@@ -457,14 +381,9 @@ static int dir_add(struct cfs_dir *dir, const char *name, size_t length, uint64_
 
 static void dir_remove(struct cfs_dir *dir, struct cfs_dirent *d)
 {
-	struct cfs_dirent **link = &dir->buckets[d->hash & (dir->bucket_count - 1)];
 	uint64_t at;
 
-	while (*link != d) {
-		CFS_ASSERT(*link);
-		link = &(*link)->hash_next;
-	}
-	*link = d->hash_next;
+	cfs_htable_remove(&dir->names, &d->hlink);
 	/* Cookies are unique among live entries, but a hole may share one. */
 	at = order_search(dir, d->cookie - 1);
 	while (at < dir->order_len && dir->order[at].cookie == d->cookie &&
@@ -473,7 +392,6 @@ static void dir_remove(struct cfs_dir *dir, struct cfs_dirent *d)
 	CFS_ASSERT(at < dir->order_len && dir->order[at].dirent == d);
 	dir->order[at].dirent = NULL;
 	dir->order_holes++;
-	dir->entry_count--;
 	free(d);
 	if (dir->order_holes > 64 && dir->order_holes > dir->order_len / 2)
 		order_compact(dir);
@@ -688,7 +606,7 @@ static void inode_maybe_delete(struct cfs_fs *fs, struct cfs_inode *inode)
 		return;
 	}
 	CFS_ASSERT(inode->ino != CFS_ROOT_INO);
-	CFS_ASSERT(!inode->dir || inode->dir->entry_count == 0);
+	CFS_ASSERT(!inode->dir || inode->dir->names.count == 0);
 	atomic_fetch_or(&inode->flags, CFS_INODE_F_DELETED);
 	cfs_txn_begin(&txn, fs->journal);
 	cfs_txn_inode_delete(&txn, inode->ino);
@@ -711,9 +629,7 @@ int cfs_ns_create(struct cfs_fs *fs, struct cfs_ns **out)
 	*out = NULL;
 	if (!ns)
 		return -ENOMEM;
-	ns->table_size = TABLE_BUCKETS_MIN;
-	ns->table = calloc(ns->table_size, sizeof(*ns->table));
-	if (!ns->table) {
+	if (cfs_htable_init(&ns->inodes, TABLE_BUCKETS_MIN_BITS)) {
 		free(ns);
 		return -ENOMEM;
 	}
@@ -740,19 +656,14 @@ void cfs_ns_destroy(struct cfs_ns *ns)
 		inode_put(inode);
 		inode = next;
 	}
-	for (uint64_t b = 0; b < ns->table_size; b++) {
-		inode = ns->table[b];
-		while (inode) {
-			struct cfs_inode *next = inode->hash_next;
-
-			/* Open handles and I/O are gone at unmount: free regardless. */
-			inode->hash_next = NULL;
-			inode_free(inode);
-			inode = next;
-		}
+	for (struct cfs_hlink *link = cfs_htable_next(&ns->inodes, NULL), *next; link;
+	     link = next) {
+		next = cfs_htable_next(&ns->inodes, link);
+		/* Open handles and I/O are gone at unmount: free regardless. */
+		inode_free(cfs_container_of(link, struct cfs_inode, hlink));
 	}
 	pthread_rwlock_destroy(&ns->lock);
-	free(ns->table);
+	cfs_htable_fini(&ns->inodes);
 	free(ns);
 }
 
@@ -916,7 +827,7 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 		ret = -EMLINK;
 		goto out_unlock;
 	}
-	if (ns->inode_count >= fs->inode_limit || !meta_room(fs)) {
+	if (ns->inodes.count >= fs->inode_limit || !meta_room(fs)) {
 		ret = -ENOSPC;
 		goto out_unlock;
 	}
@@ -1184,7 +1095,7 @@ static int remove_common(struct cfs_fs *fs, uint64_t parent, const char *name, b
 		ret = -EBUSY;
 		goto out_unlock;
 	}
-	if (rmdir && inode->dir->entry_count) {
+	if (rmdir && inode->dir->names.count) {
 		ret = -ENOTEMPTY;
 		goto out_unlock;
 	}
@@ -1237,7 +1148,7 @@ static bool is_within(struct cfs_ns *ns, struct cfs_inode *dir, uint64_t ancesto
 	uint64_t ino = dir->ino;
 
 	/* Bounded: a path can never be longer than the number of inodes. */
-	for (uint64_t steps = 0; steps <= ns->inode_count; steps++) {
+	for (uint64_t steps = 0; steps <= ns->inodes.count; steps++) {
 		struct cfs_inode *at;
 
 		if (ino == ancestor)
@@ -1318,7 +1229,7 @@ int cfs_ns_rename(struct cfs_fs *fs, uint64_t parent, const char *name, uint64_t
 			ret = -EISDIR;
 			goto out_unlock;
 		}
-		if (is_dir(dst) && dst->dir->entry_count) {
+		if (is_dir(dst) && dst->dir->names.count) {
 			ret = -ENOTEMPTY;
 			goto out_unlock;
 		}
@@ -2366,7 +2277,7 @@ void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st)
 
 	cfs_alloc_stat(fs->alloc, &as);
 	pthread_rwlock_rdlock(&ns->lock);
-	count = ns->inode_count;
+	count = ns->inodes.count;
 	pthread_rwlock_unlock(&ns->lock);
 	st->block_bytes = fs->geom.unit_bytes;
 	st->blocks = as.total_units;
@@ -2383,7 +2294,7 @@ uint64_t cfs_ns_inode_count(struct cfs_fs *fs)
 	uint64_t count;
 
 	pthread_rwlock_rdlock(&ns->lock);
-	count = ns->inode_count;
+	count = ns->inodes.count;
 	pthread_rwlock_unlock(&ns->lock);
 	return count;
 }
@@ -2530,31 +2441,28 @@ int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
 	pthread_rwlock_rdlock(&ns->lock);
 	info = (struct cfs_jrec_fs_info){ns->next_ino, ns->next_generation};
 	ret = cfs_snap_fs_info(sb, &info);
-	for (uint64_t b = 0; b < ns->table_size && !ret; b++)
-		for (struct cfs_inode *inode = ns->table[b]; inode && !ret;
-		     inode = inode->hash_next) {
-			pthread_mutex_lock(&inode->lock);
-			ret = snap_inode(fs, inode, &c);
-			pthread_mutex_unlock(&inode->lock);
-		}
+	for (struct cfs_inode *inode = table_next(ns, NULL); inode && !ret;
+	     inode = table_next(ns, inode)) {
+		pthread_mutex_lock(&inode->lock);
+		ret = snap_inode(fs, inode, &c);
+		pthread_mutex_unlock(&inode->lock);
+	}
 	/* Entries after every inode they name. */
-	for (uint64_t b = 0; b < ns->table_size && !ret; b++)
-		for (struct cfs_inode *inode = ns->table[b]; inode && !ret;
-		     inode = inode->hash_next) {
-			if (!inode->dir)
-				continue;
-			for (uint64_t i = 0; i < inode->dir->order_len && !ret; i++) {
-				struct cfs_dirent *d = inode->dir->order[i].dirent;
-				struct cfs_jrec_dirent rec;
+	for (struct cfs_inode *inode = table_next(ns, NULL); inode && !ret;
+	     inode = table_next(ns, inode)) {
+		if (!inode->dir)
+			continue;
+		for (uint64_t i = 0; i < inode->dir->order_len && !ret; i++) {
+			struct cfs_dirent *d = inode->dir->order[i].dirent;
+			struct cfs_jrec_dirent rec;
 
-				if (!d)
-					continue;
-				rec = (struct cfs_jrec_dirent){inode->ino,     d->ino,
-							       d->cookie,      d->mode,
-							       d->name_length, d->name};
-				ret = cfs_snap_dirent_add(sb, &rec);
-			}
+			if (!d)
+				continue;
+			rec = (struct cfs_jrec_dirent){inode->ino, d->ino,	   d->cookie,
+						       d->mode,	   d->name_length, d->name};
+			ret = cfs_snap_dirent_add(sb, &rec);
 		}
+	}
 	pthread_rwlock_unlock(&ns->lock);
 	free(c.bits);
 	return ret;
@@ -2840,14 +2748,13 @@ static int reserve_unit(void *arg, const struct cfs_extent_unit_view *v)
 /* Every inode of the table into a malloc'ed array (ns_lock held). */
 static struct cfs_inode **table_list(struct cfs_ns *ns, uint64_t *count)
 {
-	struct cfs_inode **list = malloc((ns->inode_count + 1) * sizeof(*list));
+	struct cfs_inode **list = malloc((ns->inodes.count + 1) * sizeof(*list));
 	uint64_t n = 0;
 
 	if (!list)
 		return NULL;
-	for (uint64_t b = 0; b < ns->table_size; b++)
-		for (struct cfs_inode *inode = ns->table[b]; inode; inode = inode->hash_next)
-			list[n++] = inode;
+	for (struct cfs_inode *inode = table_next(ns, NULL); inode; inode = table_next(ns, inode))
+		list[n++] = inode;
 	*count = n;
 	return list;
 }
@@ -3091,8 +2998,8 @@ char *cfs_ns_dump(struct cfs_fs *fs)
 		}
 		if (inode->map)
 			cfs_extent_for_each(inode->map, dump_unit, f);
-		if (inode->dir && inode->dir->entry_count) {
-			struct cfs_dirent **ds = malloc(inode->dir->entry_count * sizeof(*ds));
+		if (inode->dir && inode->dir->names.count) {
+			struct cfs_dirent **ds = malloc(inode->dir->names.count * sizeof(*ds));
 			uint64_t n = 0;
 
 			for (uint64_t k = 0; ds && k < inode->dir->order_len; k++)

@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fs/base/hash.h"
 #include "fs/stats/chunkstat.h"
 #include "fs/meta/extent.h"
 #include "fs/meta/journal.h"
@@ -132,7 +133,7 @@ struct cfs_inode {
 					* 32 bits: I/O references. The memory goes
 					* when the whole word reaches 0. */
 	_Atomic uint32_t flags;	       /* CFS_INODE_F_* in namespace.c */
-	struct cfs_inode *hash_next;   /* [ns_lock] inode table chain */
+	struct cfs_hlink hlink;	       /* [ns_lock] in the inode table (hash: ino) */
 	struct cfs_inode *dirty_next;  /* committer queue link */
 	struct cfs_deferred *deferred; /* [lock] units to free once inflight == 0 */
 	uint64_t alloc_hint;	       /* [lock] next store unit to try */
