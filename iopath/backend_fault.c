@@ -72,6 +72,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "fs/base/counter.h"
 #include "iopath/backend.h"
 
 #define FAULT_RULES_MAX 16u
@@ -913,7 +914,7 @@ static void shadow_done(struct cfs_io_req *inner, int res)
 		/* An injected short transfer: resubmit the rest. */
 		outer->done_bytes += (uint32_t)res;
 		if (outer->stats)
-			__atomic_fetch_add(&outer->stats->short_retries, 1, __ATOMIC_RELAXED);
+			cfs_counter_add(&outer->stats->short_retries, 1);
 		inner->offset_bytes = outer->offset_bytes + outer->done_bytes;
 		inner->buf = (uint8_t *)outer->buf + outer->done_bytes;
 		inner->length_bytes = outer->length_bytes - outer->done_bytes;

@@ -89,6 +89,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "fs/base/counter.h"
 #include "iopath/backend.h"
 
 #ifndef BLOCK_URING_CMD_DISCARD
@@ -808,7 +809,7 @@ static int uring_submit(struct cfs_ioq *q)
 static void stat_bump(struct cfs_io_stats *stats, uint64_t *field)
 {
 	if (stats)
-		__atomic_fetch_add(field, 1, __ATOMIC_RELAXED);
+		cfs_counter_add(field, 1);
 }
 
 /* Count one more attempt; false when the budget is spent. */

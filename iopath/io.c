@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fs/base/counter.h"
 #include "iopath/backend.h"
 #include "iopath/buf.h"
 
@@ -42,33 +43,16 @@
 
 /* ---- statistics helpers (relaxed atomics on the caller's counters) ------ */
 
-static inline void stat_add(uint64_t *counter, uint64_t v)
-{
-	__atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
-}
-
-static inline void stat_sub(uint64_t *counter, uint64_t v)
-{
-	__atomic_fetch_sub(counter, v, __ATOMIC_RELAXED);
-}
-
 static void stat_inflight_up(struct cfs_io_stats *stats)
 {
-	uint64_t now, max;
-
-	if (!stats)
-		return;
-	now = __atomic_add_fetch(&stats->inflight_now, 1, __ATOMIC_RELAXED);
-	max = __atomic_load_n(&stats->inflight_max, __ATOMIC_RELAXED);
-	while (now > max && !__atomic_compare_exchange_n(&stats->inflight_max, &max, now, true,
-							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
+	if (stats)
+		cfs_gauge_up(&stats->inflight_now, &stats->inflight_max);
 }
 
 static void stat_inflight_down(struct cfs_io_stats *stats)
 {
 	if (stats)
-		stat_sub(&stats->inflight_now, 1);
+		cfs_gauge_down(&stats->inflight_now);
 }
 
 /* ---- backends ------------------------------------------------------------ */
@@ -416,13 +400,13 @@ int cfs_ioq_queue(struct cfs_ioq *q, struct cfs_io_req *req)
 		/* Checked first: misalignment is the bug a real device
 		 * reports, whatever else is wrong with the request. */
 		if (req->stats)
-			stat_add(&req->stats->err_misaligned, 1);
+			cfs_counter_add(&req->stats->err_misaligned, 1);
 		return -EINVAL;
 	}
 	ret = req_check(io, req);
 	if (ret) {
 		if (req->stats && ret == -EINVAL)
-			stat_add(&req->stats->err_other, 1);
+			cfs_counter_add(&req->stats->err_other, 1);
 		return ret;
 	}
 	if (atomic_load_explicit(&q->inflight, memory_order_relaxed) >= q->depth)

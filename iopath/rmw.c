@@ -55,6 +55,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fs/base/counter.h"
 #include "iopath/backend.h"
 
 #define LOCK_STRIPES 64u
@@ -362,8 +363,8 @@ static void rmw_finish(struct cfs_io_rmw *rmw, int res)
 	if (stats) {
 		cfs_io_stats_record(stats, (enum cfs_io_op)rmw->req.op, res,
 				    cfs_now_ns() - rmw->req.queued_ns);
-		__atomic_fetch_add(&stats->rmw_ops, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_sub(&stats->inflight_now, 1, __ATOMIC_RELAXED);
+		cfs_counter_add(&stats->rmw_ops, 1);
+		cfs_gauge_down(&stats->inflight_now);
 	}
 	rmw->req.done(&rmw->req, res);
 }
@@ -537,15 +538,8 @@ int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw)
 	req->done_bytes = 0;
 	req->retries = 0;
 	req->queued_ns = cfs_now_ns();
-	if (req->stats) {
-		uint64_t now = __atomic_add_fetch(&req->stats->inflight_now, 1, __ATOMIC_RELAXED);
-		uint64_t max = __atomic_load_n(&req->stats->inflight_max, __ATOMIC_RELAXED);
-
-		while (now > max &&
-		       !__atomic_compare_exchange_n(&req->stats->inflight_max, &max, now, true,
-						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			;
-	}
+	if (req->stats)
+		cfs_gauge_up(&req->stats->inflight_now, &req->stats->inflight_max);
 
 	if (req->op == CFS_IO_WRITE && !rmw_lock(io, rmw))
 		return 0; /* parked: the holder's release runs it */
@@ -563,7 +557,7 @@ int cfs_io_rmw_start(struct cfs_ioq *q, struct cfs_io_rmw *rmw)
 	rmw->bounce = NULL;
 	rmw->stage = STAGE_IDLE;
 	if (req->stats)
-		__atomic_fetch_sub(&req->stats->inflight_now, 1, __ATOMIC_RELAXED);
+		cfs_gauge_down(&req->stats->inflight_now);
 	return ret;
 }
 

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fs/base/counter.h"
 #include "iopath/iopath.h"
 
 /* Any new field must be added to cfs_io_stats_snapshot() and _reset(). */
@@ -34,39 +35,6 @@ _Static_assert(sizeof(struct cfs_io_stats) ==
 	       "cfs_io_stats changed: update stats.c");
 /* Group g >= 1 starts at 2^(g + SUB_BITS - 1); the last group must fit in 64 bits. */
 _Static_assert(CFS_HIST_POW + CFS_HIST_SUB_BITS - 1 < 64, "histogram exceeds 64-bit range");
-
-static inline void add64(uint64_t *p, uint64_t v)
-{
-	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
-
-static inline uint64_t load64(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static inline void store64(uint64_t *p, uint64_t v)
-{
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-
-static void min64(uint64_t *p, uint64_t v)
-{
-	uint64_t cur = load64(p);
-
-	while (v < cur &&
-	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
-
-static void max64(uint64_t *p, uint64_t v)
-{
-	uint64_t cur = load64(p);
-
-	while (v > cur &&
-	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
 
 uint64_t cfs_now_ns(void)
 {
@@ -115,17 +83,17 @@ void cfs_hist_record(struct cfs_latency_hist *hist, uint64_t latency_ns)
 {
 	uint64_t unset = 0;
 
-	add64(&hist->bucket[cfs_hist_bucket(latency_ns)], 1);
-	add64(&hist->sum_ns, latency_ns);
+	cfs_counter_add(&hist->bucket[cfs_hist_bucket(latency_ns)], 1);
+	cfs_counter_add(&hist->sum_ns, latency_ns);
 	/* A zeroed histogram (calloc, never reset) has min_ns 0 meaning "none
 	 * yet", not a 0 ns completion: take the first value over it. */
-	if (load64(&hist->count) == 0)
+	if (cfs_counter_load(&hist->count) == 0)
 		__atomic_compare_exchange_n(&hist->min_ns, &unset, latency_ns, false,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-	min64(&hist->min_ns, latency_ns);
-	max64(&hist->max_ns, latency_ns);
+	cfs_counter_min(&hist->min_ns, latency_ns);
+	cfs_counter_max(&hist->max_ns, latency_ns);
 	/* count last: a reader that sees count sees (almost always) the bucket */
-	add64(&hist->count, 1);
+	cfs_counter_add(&hist->count, 1);
 }
 
 uint64_t cfs_hist_percentile_ns(const struct cfs_latency_hist *hist, double fraction)
@@ -136,7 +104,7 @@ uint64_t cfs_hist_percentile_ns(const struct cfs_latency_hist *hist, double frac
 	/* The bucket sum, not hist->count: on a live histogram they may differ
 	 * by the completions in progress, and the walk must reach its rank. */
 	for (b = 0; b < CFS_HIST_BUCKETS; b++)
-		total += load64(&hist->bucket[b]);
+		total += cfs_counter_load(&hist->bucket[b]);
 	if (total == 0)
 		return 0;
 	if (!(fraction > 0.0))
@@ -152,13 +120,13 @@ uint64_t cfs_hist_percentile_ns(const struct cfs_latency_hist *hist, double frac
 		rank = total;
 
 	for (b = 0; b < CFS_HIST_BUCKETS; b++) {
-		seen += load64(&hist->bucket[b]);
+		seen += cfs_counter_load(&hist->bucket[b]);
 		if (seen >= rank)
 			break;
 	}
 	upper = cfs_hist_bucket_upper_ns(b);
-	max_ns = load64(&hist->max_ns);
-	min_ns = load64(&hist->min_ns);
+	max_ns = cfs_counter_load(&hist->max_ns);
+	min_ns = cfs_counter_load(&hist->min_ns);
 	if (upper > max_ns)
 		upper = max_ns;
 	if (upper < min_ns)
@@ -170,12 +138,12 @@ static void hist_reset(struct cfs_latency_hist *hist)
 {
 	unsigned b;
 
-	store64(&hist->count, 0);
-	store64(&hist->sum_ns, 0);
-	store64(&hist->min_ns, UINT64_MAX);
-	store64(&hist->max_ns, 0);
+	cfs_counter_store(&hist->count, 0);
+	cfs_counter_store(&hist->sum_ns, 0);
+	cfs_counter_store(&hist->min_ns, UINT64_MAX);
+	cfs_counter_store(&hist->max_ns, 0);
 	for (b = 0; b < CFS_HIST_BUCKETS; b++)
-		store64(&hist->bucket[b], 0);
+		cfs_counter_store(&hist->bucket[b], 0);
 }
 
 /*
@@ -189,33 +157,34 @@ void cfs_io_stats_reset(struct cfs_io_stats *stats)
 	unsigned op;
 
 	for (op = 0; op < CFS_IO_OP_COUNT; op++) {
-		store64(&stats->op[op].ops, 0);
-		store64(&stats->op[op].bytes, 0);
-		store64(&stats->op[op].errors, 0);
+		cfs_counter_store(&stats->op[op].ops, 0);
+		cfs_counter_store(&stats->op[op].bytes, 0);
+		cfs_counter_store(&stats->op[op].errors, 0);
 		hist_reset(&stats->op[op].latency);
 	}
-	store64(&stats->inflight_max, load64(&stats->inflight_now));
-	store64(&stats->err_eio, 0);
-	store64(&stats->err_enospc, 0);
-	store64(&stats->err_misaligned, 0);
-	store64(&stats->err_short, 0);
-	store64(&stats->err_other, 0);
-	store64(&stats->short_retries, 0);
-	store64(&stats->rmw_ops, 0);
+	cfs_counter_store(&stats->inflight_max, cfs_counter_load(&stats->inflight_now));
+	cfs_counter_store(&stats->err_eio, 0);
+	cfs_counter_store(&stats->err_enospc, 0);
+	cfs_counter_store(&stats->err_misaligned, 0);
+	cfs_counter_store(&stats->err_short, 0);
+	cfs_counter_store(&stats->err_other, 0);
+	cfs_counter_store(&stats->short_retries, 0);
+	cfs_counter_store(&stats->rmw_ops, 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	store64(&stats->reset_time_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	cfs_counter_store(&stats->reset_time_ns,
+			  (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
 static void hist_snapshot(const struct cfs_latency_hist *hist, struct cfs_latency_hist *copy)
 {
 	unsigned b;
 
-	copy->count = load64(&hist->count);
-	copy->sum_ns = load64(&hist->sum_ns);
-	copy->min_ns = load64(&hist->min_ns);
-	copy->max_ns = load64(&hist->max_ns);
+	copy->count = cfs_counter_load(&hist->count);
+	copy->sum_ns = cfs_counter_load(&hist->sum_ns);
+	copy->min_ns = cfs_counter_load(&hist->min_ns);
+	copy->max_ns = cfs_counter_load(&hist->max_ns);
 	for (b = 0; b < CFS_HIST_BUCKETS; b++)
-		copy->bucket[b] = load64(&hist->bucket[b]);
+		copy->bucket[b] = cfs_counter_load(&hist->bucket[b]);
 }
 
 void cfs_io_stats_snapshot(const struct cfs_io_stats *stats, struct cfs_io_stats *copy)
@@ -223,21 +192,21 @@ void cfs_io_stats_snapshot(const struct cfs_io_stats *stats, struct cfs_io_stats
 	unsigned op;
 
 	for (op = 0; op < CFS_IO_OP_COUNT; op++) {
-		copy->op[op].ops = load64(&stats->op[op].ops);
-		copy->op[op].bytes = load64(&stats->op[op].bytes);
-		copy->op[op].errors = load64(&stats->op[op].errors);
+		copy->op[op].ops = cfs_counter_load(&stats->op[op].ops);
+		copy->op[op].bytes = cfs_counter_load(&stats->op[op].bytes);
+		copy->op[op].errors = cfs_counter_load(&stats->op[op].errors);
 		hist_snapshot(&stats->op[op].latency, &copy->op[op].latency);
 	}
-	copy->inflight_now = load64(&stats->inflight_now);
-	copy->inflight_max = load64(&stats->inflight_max);
-	copy->err_eio = load64(&stats->err_eio);
-	copy->err_enospc = load64(&stats->err_enospc);
-	copy->err_misaligned = load64(&stats->err_misaligned);
-	copy->err_short = load64(&stats->err_short);
-	copy->err_other = load64(&stats->err_other);
-	copy->short_retries = load64(&stats->short_retries);
-	copy->rmw_ops = load64(&stats->rmw_ops);
-	copy->reset_time_ns = load64(&stats->reset_time_ns);
+	copy->inflight_now = cfs_counter_load(&stats->inflight_now);
+	copy->inflight_max = cfs_counter_load(&stats->inflight_max);
+	copy->err_eio = cfs_counter_load(&stats->err_eio);
+	copy->err_enospc = cfs_counter_load(&stats->err_enospc);
+	copy->err_misaligned = cfs_counter_load(&stats->err_misaligned);
+	copy->err_short = cfs_counter_load(&stats->err_short);
+	copy->err_other = cfs_counter_load(&stats->err_other);
+	copy->short_retries = cfs_counter_load(&stats->short_retries);
+	copy->rmw_ops = cfs_counter_load(&stats->rmw_ops);
+	copy->reset_time_ns = cfs_counter_load(&stats->reset_time_ns);
 }
 
 /*
@@ -254,16 +223,16 @@ void cfs_io_stats_record(struct cfs_io_stats *stats, enum cfs_io_op op, int res,
 		return;
 	os = &stats->op[op];
 	if (res >= 0) {
-		add64(&os->bytes, (uint64_t)res);
+		cfs_counter_add(&os->bytes, (uint64_t)res);
 	} else {
-		add64(&os->errors, 1);
+		cfs_counter_add(&os->errors, 1);
 		if (res == -EIO)
-			add64(&stats->err_eio, 1);
+			cfs_counter_add(&stats->err_eio, 1);
 		else if (res == -ENOSPC)
-			add64(&stats->err_enospc, 1);
+			cfs_counter_add(&stats->err_enospc, 1);
 		else
-			add64(&stats->err_other, 1);
+			cfs_counter_add(&stats->err_other, 1);
 	}
 	cfs_hist_record(&os->latency, latency_ns);
-	add64(&os->ops, 1);
+	cfs_counter_add(&os->ops, 1);
 }

@@ -21,31 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fs/base/counter.h"
 #include "fs/stats/chunkstat.h"
-
-static inline void add64(uint64_t *p, uint64_t v)
-{
-	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
-
-static inline uint64_t load64(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static inline void store64(uint64_t *p, uint64_t v)
-{
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-
-static void max64(uint64_t *p, uint64_t v)
-{
-	uint64_t cur = load64(p);
-
-	while (v > cur &&
-	       !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
 
 static uint64_t realtime_ns(void)
 {
@@ -86,12 +63,12 @@ static __thread unsigned tls_index; /* this thread's slot number */
 
 __attribute__((unused)) static void gauge_up(struct gauge *g)
 {
-	max64(&g->max, __atomic_add_fetch(&g->now, 1, __ATOMIC_RELAXED));
+	cfs_gauge_up(&g->now, &g->max);
 }
 
 __attribute__((unused)) static void gauge_down(struct gauge *g)
 {
-	__atomic_fetch_sub(&g->now, 1, __ATOMIC_RELAXED);
+	cfs_gauge_down(&g->now);
 }
 
 /*
@@ -131,7 +108,7 @@ __attribute__((unused)) static struct cfs_chunk_stats *my_slot(void)
 #ifndef CFS_NO_STATS
 static void inflight_up(struct cfs_io_stats *io)
 {
-	max64(&io->inflight_max, __atomic_add_fetch(&io->inflight_now, 1, __ATOMIC_RELAXED));
+	cfs_gauge_up(&io->inflight_now, &io->inflight_max);
 }
 
 void cfs_cs_request_begin(struct cfs_chunk_stats *cs)
@@ -151,24 +128,24 @@ static void charge(const struct charge_to *to, int res, uint64_t bytes, uint64_t
 		   unsigned flags)
 {
 	if (res < 0) {
-		add64(&to->os->errors, 1);
+		cfs_counter_add(&to->os->errors, 1);
 		if (res == -EIO)
-			add64(to->err_eio, 1);
+			cfs_counter_add(to->err_eio, 1);
 		else if (res == -ENOSPC)
-			add64(to->err_enospc, 1);
+			cfs_counter_add(to->err_enospc, 1);
 		else if (flags & CFS_CS_MISALIGNED)
-			add64(to->err_misaligned, 1);
+			cfs_counter_add(to->err_misaligned, 1);
 		else
-			add64(to->err_other, 1);
+			cfs_counter_add(to->err_other, 1);
 	} else if (bytes) {
-		add64(&to->os->bytes, bytes);
+		cfs_counter_add(&to->os->bytes, bytes);
 	}
 	if (flags & CFS_CS_SHORT_READ)
-		add64(to->short_reads, 1);
+		cfs_counter_add(to->short_reads, 1);
 	if (flags & CFS_CS_RMW)
-		add64(to->rmw_ops, 1);
+		cfs_counter_add(to->rmw_ops, 1);
 	cfs_hist_record(&to->os->latency, latency_ns);
-	add64(&to->os->ops, 1);
+	cfs_counter_add(&to->os->ops, 1);
 }
 
 static void charge_io(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res, uint64_t bytes,
@@ -236,7 +213,7 @@ void cfs_cs_request_done(struct cfs_chunk_stats *cs, enum cfs_io_op op, int res,
 			charge_io(cs, op, res, bytes, latency_ns, flags);
 		}
 		if (flags & CFS_CS_INFLIGHT)
-			__atomic_fetch_sub(&cs->io.inflight_now, 1, __ATOMIC_RELAXED);
+			cfs_gauge_down(&cs->io.inflight_now);
 	}
 	/* The slot has no in-flight gauge of its own: the mount's is below. */
 	if (slot)
@@ -253,8 +230,8 @@ void cfs_cs_open(struct cfs_chunk_stats *cs, bool direct)
 	for (int i = 0; i < 2; i++) {
 		if (!set[i])
 			continue;
-		add64(&set[i]->opens_total, 1);
-		add64(direct ? &set[i]->opens_direct : &set[i]->opens_buffered, 1);
+		cfs_counter_add(&set[i]->opens_total, 1);
+		cfs_counter_add(direct ? &set[i]->opens_direct : &set[i]->opens_buffered, 1);
 	}
 	gauge_up(&mount_opens);
 }
@@ -269,20 +246,20 @@ void cfs_cs_close(void)
 
 void cfs_cs_mount_start(uint64_t realtime)
 {
-	store64(&mount_time, realtime);
+	cfs_counter_store(&mount_time, realtime);
 	cfs_cs_mount_reset();
-	store64(&mount_reset_time, realtime);
+	cfs_counter_store(&mount_reset_time, realtime);
 }
 
 uint64_t cfs_cs_mount_time_ns(void)
 {
-	return load64(&mount_time);
+	return cfs_counter_load(&mount_time);
 }
 
 struct cfs_chunk_stats *cfs_cs_new(void)
 {
 	struct cfs_chunk_stats *cs = calloc(1, sizeof(*cs));
-	uint64_t since = load64(&mount_time);
+	uint64_t since = cfs_counter_load(&mount_time);
 
 	if (!cs)
 		return NULL;
@@ -306,15 +283,15 @@ void cfs_cs_free(struct cfs_chunk_stats *cs)
 
 static void op_reset(struct cfs_io_op_stats *os)
 {
-	store64(&os->ops, 0);
-	store64(&os->bytes, 0);
-	store64(&os->errors, 0);
-	store64(&os->latency.count, 0);
-	store64(&os->latency.sum_ns, 0);
-	store64(&os->latency.min_ns, UINT64_MAX);
-	store64(&os->latency.max_ns, 0);
+	cfs_counter_store(&os->ops, 0);
+	cfs_counter_store(&os->bytes, 0);
+	cfs_counter_store(&os->errors, 0);
+	cfs_counter_store(&os->latency.count, 0);
+	cfs_counter_store(&os->latency.sum_ns, 0);
+	cfs_counter_store(&os->latency.min_ns, UINT64_MAX);
+	cfs_counter_store(&os->latency.max_ns, 0);
 	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++)
-		store64(&os->latency.bucket[b], 0);
+		cfs_counter_store(&os->latency.bucket[b], 0);
 }
 
 void cfs_cs_reset(struct cfs_chunk_stats *cs)
@@ -326,19 +303,19 @@ void cfs_cs_reset(struct cfs_chunk_stats *cs)
 			continue;
 		op_reset(&sh->op[0]);
 		op_reset(&sh->op[1]);
-		store64(&sh->err_eio, 0);
-		store64(&sh->err_enospc, 0);
-		store64(&sh->err_misaligned, 0);
-		store64(&sh->short_reads, 0);
-		store64(&sh->err_other, 0);
-		store64(&sh->rmw_ops, 0);
+		cfs_counter_store(&sh->err_eio, 0);
+		cfs_counter_store(&sh->err_enospc, 0);
+		cfs_counter_store(&sh->err_misaligned, 0);
+		cfs_counter_store(&sh->short_reads, 0);
+		cfs_counter_store(&sh->err_other, 0);
+		cfs_counter_store(&sh->rmw_ops, 0);
 	}
-	store64(&cs->short_reads, 0);
+	cfs_counter_store(&cs->short_reads, 0);
 	/* Last, so reset_time moves once everything is zero. */
 	cfs_io_stats_reset(&cs->io);
-	store64(&cs->opens_total, 0);
-	store64(&cs->opens_direct, 0);
-	store64(&cs->opens_buffered, 0);
+	cfs_counter_store(&cs->opens_total, 0);
+	cfs_counter_store(&cs->opens_direct, 0);
+	cfs_counter_store(&cs->opens_buffered, 0);
 }
 
 void cfs_cs_mount_reset(void)
@@ -350,31 +327,31 @@ void cfs_cs_mount_reset(void)
 			cfs_cs_reset(s);
 	}
 	/* Gauges keep their value; the high-water marks restart from it. */
-	store64(&mount_inflight.max, load64(&mount_inflight.now));
-	store64(&mount_opens.max, load64(&mount_opens.now));
-	store64(&mount_reset_time, realtime_ns());
+	cfs_counter_store(&mount_inflight.max, cfs_counter_load(&mount_inflight.now));
+	cfs_counter_store(&mount_opens.max, cfs_counter_load(&mount_opens.now));
+	cfs_counter_store(&mount_reset_time, realtime_ns());
 }
 
 static void hist_merge(struct cfs_latency_hist *dst, const struct cfs_latency_hist *src)
 {
-	uint64_t count = load64(&src->count), min = load64(&src->min_ns),
-		 max = load64(&src->max_ns);
+	uint64_t count = cfs_counter_load(&src->count), min = cfs_counter_load(&src->min_ns),
+		 max = cfs_counter_load(&src->max_ns);
 
 	dst->count += count;
-	dst->sum_ns += load64(&src->sum_ns);
+	dst->sum_ns += cfs_counter_load(&src->sum_ns);
 	if (count && min < dst->min_ns)
 		dst->min_ns = min;
 	if (count && max > dst->max_ns)
 		dst->max_ns = max;
 	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++)
-		dst->bucket[b] += load64(&src->bucket[b]);
+		dst->bucket[b] += cfs_counter_load(&src->bucket[b]);
 }
 
 static void op_merge(struct cfs_io_op_stats *dst, const struct cfs_io_op_stats *src)
 {
-	dst->ops += load64(&src->ops);
-	dst->bytes += load64(&src->bytes);
-	dst->errors += load64(&src->errors);
+	dst->ops += cfs_counter_load(&src->ops);
+	dst->bytes += cfs_counter_load(&src->bytes);
+	dst->errors += cfs_counter_load(&src->errors);
 	hist_merge(&dst->latency, &src->latency);
 }
 
@@ -384,14 +361,14 @@ void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *
 		memset(dst, 0, sizeof(*dst));
 		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++)
 			dst->io.op[op].latency.min_ns = UINT64_MAX;
-		dst->io.reset_time_ns = load64(&mount_time);
+		dst->io.reset_time_ns = cfs_counter_load(&mount_time);
 		return;
 	}
 	cfs_io_stats_snapshot(&src->io, &dst->io);
-	dst->opens_total = load64(&src->opens_total);
-	dst->opens_direct = load64(&src->opens_direct);
-	dst->opens_buffered = load64(&src->opens_buffered);
-	dst->short_reads = load64(&src->short_reads);
+	dst->opens_total = cfs_counter_load(&src->opens_total);
+	dst->opens_direct = cfs_counter_load(&src->opens_direct);
+	dst->opens_buffered = cfs_counter_load(&src->opens_buffered);
+	dst->short_reads = cfs_counter_load(&src->short_reads);
 	for (unsigned i = 0; i < CFS_CS_SHARDS; i++) {
 		const struct cfs_cs_shard *sh = __atomic_load_n(&src->shard[i], __ATOMIC_ACQUIRE);
 
@@ -400,12 +377,12 @@ void cfs_cs_snapshot(const struct cfs_chunk_stats *src, struct cfs_chunk_stats *
 			continue;
 		op_merge(&dst->io.op[CFS_IO_READ], &sh->op[0]);
 		op_merge(&dst->io.op[CFS_IO_WRITE], &sh->op[1]);
-		dst->io.err_eio += load64(&sh->err_eio);
-		dst->io.err_enospc += load64(&sh->err_enospc);
-		dst->io.err_misaligned += load64(&sh->err_misaligned);
-		dst->short_reads += load64(&sh->short_reads);
-		dst->io.err_other += load64(&sh->err_other);
-		dst->io.rmw_ops += load64(&sh->rmw_ops);
+		dst->io.err_eio += cfs_counter_load(&sh->err_eio);
+		dst->io.err_enospc += cfs_counter_load(&sh->err_enospc);
+		dst->io.err_misaligned += cfs_counter_load(&sh->err_misaligned);
+		dst->short_reads += cfs_counter_load(&sh->short_reads);
+		dst->io.err_other += cfs_counter_load(&sh->err_other);
+		dst->io.rmw_ops += cfs_counter_load(&sh->rmw_ops);
 	}
 }
 
@@ -419,24 +396,24 @@ void cfs_cs_mount_snapshot(struct cfs_chunk_stats *dst)
 			continue;
 		for (unsigned op = 0; op < CFS_IO_OP_COUNT; op++)
 			op_merge(&dst->io.op[op], &s->io.op[op]);
-		dst->io.err_eio += load64(&s->io.err_eio);
-		dst->io.err_enospc += load64(&s->io.err_enospc);
-		dst->io.err_misaligned += load64(&s->io.err_misaligned);
-		dst->short_reads += load64(&s->short_reads);
-		dst->io.err_other += load64(&s->io.err_other);
-		dst->io.rmw_ops += load64(&s->io.rmw_ops);
-		dst->opens_total += load64(&s->opens_total);
-		dst->opens_direct += load64(&s->opens_direct);
-		dst->opens_buffered += load64(&s->opens_buffered);
+		dst->io.err_eio += cfs_counter_load(&s->io.err_eio);
+		dst->io.err_enospc += cfs_counter_load(&s->io.err_enospc);
+		dst->io.err_misaligned += cfs_counter_load(&s->io.err_misaligned);
+		dst->short_reads += cfs_counter_load(&s->short_reads);
+		dst->io.err_other += cfs_counter_load(&s->io.err_other);
+		dst->io.rmw_ops += cfs_counter_load(&s->io.rmw_ops);
+		dst->opens_total += cfs_counter_load(&s->opens_total);
+		dst->opens_direct += cfs_counter_load(&s->opens_direct);
+		dst->opens_buffered += cfs_counter_load(&s->opens_buffered);
 	}
-	dst->io.inflight_now = load64(&mount_inflight.now);
-	dst->io.inflight_max = load64(&mount_inflight.max);
-	dst->io.reset_time_ns = load64(&mount_reset_time);
+	dst->io.inflight_now = cfs_counter_load(&mount_inflight.now);
+	dst->io.inflight_max = cfs_counter_load(&mount_inflight.max);
+	dst->io.reset_time_ns = cfs_counter_load(&mount_reset_time);
 }
 
 uint64_t cfs_cs_mount_opens_now(void)
 {
-	return load64(&mount_opens.now);
+	return cfs_counter_load(&mount_opens.now);
 }
 
 /* ---- the field table ----------------------------------------------------------------
@@ -670,7 +647,7 @@ size_t cfs_cs_render_hist(const struct cfs_latency_hist *h, char *buf, size_t si
 	if (size)
 		buf[0] = '\0';
 	for (unsigned b = 0; b < CFS_HIST_BUCKETS; b++) {
-		uint64_t count = load64(&h->bucket[b]);
+		uint64_t count = cfs_counter_load(&h->bucket[b]);
 		int w;
 
 		if (!count)
