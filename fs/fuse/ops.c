@@ -765,7 +765,8 @@ static void fallocate_go(fuse_req_t req, struct cfs_inode *inode, const void *ar
 	}
 	if (a->mode & FALLOC_FL_PUNCH_HOLE)
 		ram_give_back();
-	/* A punch inside written sectors: zero their cut bytes on the device. */
+	/* A punch or zero range inside written sectors: zero their cut bytes
+	 * on the device. */
 	cfs_data_zero(req, &zero, NULL);
 }
 
@@ -783,8 +784,13 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 		cfs_reply_err(req, -EINVAL);
 		return;
 	}
+	/* What the extent map can do without moving data (chunkfs(8),
+	 * fallocate): not COLLAPSE_RANGE, INSERT_RANGE (they shift a file's
+	 * units, which no database asks of a chunk) nor UNSHARE_RANGE
+	 * (nothing is shared). */
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
-	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
+	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
 		cfs_reply_err(req, -EOPNOTSUPP);
 		return;
 	}

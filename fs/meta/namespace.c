@@ -1387,6 +1387,26 @@ static void zero_partial(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t at
 	zero->count++;
 }
 
+/* [inode lock] The written sectors that [offset, end) cuts at either end, in
+ * *zero: the caller zeroes those bytes (punch, zero range). */
+static void partial_sectors(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset,
+			    uint64_t end, struct cfs_ns_zero *zero)
+{
+	uint64_t sector = fs->geom.sector_bytes;
+	uint64_t tail = end & ~(sector - 1);
+	struct cfs_extent_run run;
+
+	zero_partial(fs, inode, offset, end, zero);
+	if (!(end & (sector - 1)) || tail < offset || tail == (offset & ~(sector - 1)))
+		return; /* no cut tail sector, or it is the head's (done above) */
+	if (zero && zero->count < 2 && cfs_extent_sector_written(inode->map, tail) &&
+	    !cfs_extent_lookup(inode->map, tail, end - tail, &run) && run.mapped) {
+		zero->device_offset_bytes[zero->count] = run.device_offset_bytes;
+		zero->length_bytes[zero->count] = (uint32_t)(end - tail);
+		zero->count++;
+	}
+}
+
 /* [inode lock] Finish a zero report: pin the units with an I/O reference. */
 static void zero_pin(struct cfs_inode *inode, struct cfs_ns_zero *zero)
 {
@@ -1610,7 +1630,8 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 	if (length_bytes == 0 || end < offset_bytes)
 		return -EINVAL;
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
-	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
+	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
 		return -EOPNOTSUPP;
 	if (end > FILE_SIZE_MAX)
 		return -EFBIG;
@@ -1643,7 +1664,32 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 		if (ret)
 			goto out_put;
 		pthread_mutex_lock(&inode->lock);
-		if (!(mode & FALLOC_FL_KEEP_SIZE) && end > atomic_load(&inode->size_bytes)) {
+		if (mode & FALLOC_FL_ZERO_RANGE) {
+			/* Every sector of the range now mapped: the whole ones
+			 * become unwritten (zeros without a byte written), the
+			 * cut ones at the ends are the caller's to zero. */
+			struct clear_ctx cc = {&txn, inode->ino};
+			int64_t now = now_ns();
+
+			if (cfs_fs_is_readonly(fs)) {
+				ret = -EROFS;
+				pthread_mutex_unlock(&inode->lock);
+				goto out_put;
+			}
+			cfs_txn_begin(&txn, fs->journal);
+			ret = cfs_extent_mark_unwritten(inode->map, offset_bytes, length_bytes,
+							clear_logged, &cc);
+			if (!ret)
+				partial_sectors(fs, inode, offset_bytes, end, zero);
+			if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) &&
+			    end > atomic_load(&inode->size_bytes))
+				atomic_store(&inode->size_bytes, end);
+			atomic_store(&inode->mtime_ns, now);
+			atomic_store(&inode->ctime_ns, now);
+			txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
+			cfs_txn_end(&txn);
+			zero_pin(inode, zero);
+		} else if (!(mode & FALLOC_FL_KEEP_SIZE) && end > atomic_load(&inode->size_bytes)) {
 			int64_t now = now_ns();
 
 			atomic_store(&inode->size_bytes, end);
@@ -1691,27 +1737,7 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 			ret = cfs_extent_mark_unwritten(inode->map, offset_bytes, length_bytes,
 							clear_logged, &cc);
 		}
-		/* Partial sectors at either end: the caller zeroes the bytes. */
-		zero_partial(fs, inode, offset_bytes, end, zero);
-		if ((end & (g->sector_bytes - 1)) &&
-		    (end & ~((uint64_t)g->sector_bytes - 1)) >= offset_bytes &&
-		    (end & ~((uint64_t)g->sector_bytes - 1)) !=
-			    (offset_bytes & ~((uint64_t)g->sector_bytes - 1))) {
-			uint64_t tail = end & ~((uint64_t)g->sector_bytes - 1);
-
-			if (zero && zero->count < 2 &&
-			    cfs_extent_sector_written(inode->map, tail)) {
-				struct cfs_extent_run run;
-
-				if (!cfs_extent_lookup(inode->map, tail, end - tail, &run) &&
-				    run.mapped) {
-					zero->device_offset_bytes[zero->count] =
-						run.device_offset_bytes;
-					zero->length_bytes[zero->count] = (uint32_t)(end - tail);
-					zero->count++;
-				}
-			}
-		}
+		partial_sectors(fs, inode, offset_bytes, end, zero);
 		atomic_store(&inode->mtime_ns, now);
 		atomic_store(&inode->ctime_ns, now);
 		txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);

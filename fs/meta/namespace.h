@@ -401,6 +401,10 @@ int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_byt
  *     punch is committed: discarding earlier would destroy data a crash
  *     brings back), mark the whole sectors of partial units unwritten, and
  *     report partial sectors in *zero (see struct cfs_ns_zero);
+ *   FALLOC_FL_ZERO_RANGE [| FALLOC_FL_KEEP_SIZE]: map every hole in the range
+ *     as for 0, mark its whole sectors unwritten (no data I/O: they read as
+ *     zeros), report the cut sectors at its ends in *zero, and extend the
+ *     size unless KEEP_SIZE;
  *   anything else: -EOPNOTSUPP. Regular files only (-ENODEV otherwise, as
  *   the kernel does for non-files; -EISDIR for directories).
  * Errors: -ENOSPC (units mapped so far stay mapped), -EFBIG, -EINVAL (length
