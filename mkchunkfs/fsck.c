@@ -44,6 +44,7 @@
 
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
 #include "iopath/iopath.h"
 #include "mkchunkfs/fsck.h"
 #include "mkchunkfs/mkchunkfs.h"
@@ -53,11 +54,16 @@
 #define LOG_WINDOW_BYTES (4u << 20)
 
 struct fsck {
-	const char *path;
-	bool repair;  /* -y / -p / -a */
-	bool verbose; /* -v */
-	bool quiet;   /* -q: problems only */
-	int lock_fd[2];
+	const char *path; /* what the user gave (a pool: SRC1,SRC2,...) */
+	bool repair;	  /* -y / -p / -a */
+	bool verbose;	  /* -v */
+	bool quiet;	  /* -q: problems only */
+	/* the stores (fs/POOLS.md): one, or every store of a pool */
+	char *path_list;
+	const char *paths[CFS_POOL_STORES_MAX];
+	unsigned path_count;
+	struct cfs_pool_source sources[CFS_POOL_STORES_MAX];
+	int lock_fd[2 * CFS_POOL_STORES_MAX];
 	struct cfs_io *io;
 	struct cfs_ioq *q;
 	uint32_t sector_bytes; /* the target's I/O granule */
@@ -127,18 +133,19 @@ static int lock_path(const char *path, int *out_fd)
 	return 0;
 }
 
-static int lock_store(struct fsck *c)
+/* Lock one store path (and a loop device's backing file) into fds[0..1]. */
+static int lock_one(const char *path, int fds[2])
 {
 	char backing[PATH_MAX] = "", sys[128];
 	struct stat st;
 	FILE *f;
 	int ret;
 
-	ret = lock_path(c->path, &c->lock_fd[0]);
+	ret = lock_path(path, &fds[0]);
 	if (ret)
 		return ret;
 	/* A loop device and its backing file are one store. */
-	if (stat(c->path, &st) || !S_ISBLK(st.st_mode) || major(st.st_rdev) != 7)
+	if (stat(path, &st) || !S_ISBLK(st.st_mode) || major(st.st_rdev) != 7)
 		return 0;
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_rdev),
 		 minor(st.st_rdev));
@@ -149,7 +156,18 @@ static int lock_store(struct fsck *c)
 		backing[0] = '\0';
 	fclose(f);
 	backing[strcspn(backing, "\n")] = '\0';
-	return backing[0] ? lock_path(backing, &c->lock_fd[1]) : 0;
+	return backing[0] ? lock_path(backing, &fds[1]) : 0;
+}
+
+static int lock_store(struct fsck *c)
+{
+	for (unsigned i = 0; i < c->path_count; i++) {
+		int ret = lock_one(c->paths[i], &c->lock_fd[2 * i]);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* ---- I/O ----------------------------------------------------------------------- */
@@ -159,23 +177,23 @@ static int open_store(struct fsck *c)
 	struct cfs_io_config cfg = {0};
 	struct cfs_ioq_config qc = {0};
 	const struct cfs_io_geometry *geo;
-	struct stat st;
+	char err[512] = "";
 	int ret;
 
 	cfg.backend = "uring";
-	cfg.path = c->path;
 	cfg.read_only = !c->repair;
 	cfg.exclusive = true;
-	cfg.dio = (stat(c->path, &st) == 0 && S_ISBLK(st.st_mode)) ? CFS_DIO_REQUIRED
-								   : CFS_DIO_OPTIONAL;
-	ret = cfs_io_open(&cfg, &c->io);
+	cfg.dio = CFS_DIO_OPTIONAL; /* block devices: required (cfs_pool_open_io) */
+	/* Every store of a pool is probed, checked against store 0's table
+	 * and routed; a single store is a pool of one. */
+	ret = cfs_pool_open_io(c->paths, c->path_count, &cfg, c->sources, &c->io, err, sizeof(err));
 	if (ret == -EBUSY) {
 		say("%s: device is busy (mounted, or open exclusively): refusing to check it",
 		    c->path);
 		return ret;
 	}
 	if (ret) {
-		say("%s: cannot open: %s", c->path, strerror(-ret));
+		say("%s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
 	geo = cfs_io_geometry(c->io);
@@ -273,21 +291,16 @@ static int check_superblocks(struct fsck *c)
 		fsck_problem(&c->r, FSCK_ERROR, "superblock: %s", why);
 		return FSCK_EXIT_UNCORRECTED;
 	}
-	if (c->sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
-		/* Checking a pool needs all its stores: the next step. */
-		say("%s: a store of a pool of several stores: not supported yet", c->path);
-		return FSCK_EXIT_OPERATIONAL;
-	}
 	if (ret == CFS_SB_RO_REQUIRED && c->repair) {
 		say("%s: the store has features this fsck does not know: checking only", c->path);
 		c->repair = false;
 	}
-	if (c->sb.store_size_bytes > cfs_io_geometry(c->io)->size_bytes) {
+	if (c->sb.store_size_bytes > cfs_io_store_geometry(c->io, 0)->size_bytes) {
 		fsck_problem(&c->r, FSCK_ERROR,
 			     "the store was formatted for %llu bytes, the target has %llu "
 			     "(truncated?)",
 			     (unsigned long long)c->sb.store_size_bytes,
-			     (unsigned long long)cfs_io_geometry(c->io)->size_bytes);
+			     (unsigned long long)cfs_io_store_geometry(c->io, 0)->size_bytes);
 		return FSCK_EXIT_UNCORRECTED;
 	}
 	if (c->sb.logical_sector_bytes % c->sector_bytes) {
@@ -481,6 +494,21 @@ static int check_store(struct fsck *c)
 		return FSCK_EXIT_UNCORRECTED;
 	}
 	g.unit_count = c->sb.data_unit_count;
+	g.stores = NULL;
+	g.store_count = 0;
+	if (c->sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
+		/* Units are numbered across the pool (FORMAT.md 3.4). */
+		g.stores = c->sb.stores;
+		g.store_count = c->sb.store_count;
+		for (uint32_t i = 0; i < c->sb.store_count; i++)
+			if (c->sb.stores[i].unit_base + c->sb.stores[i].unit_count > g.unit_count)
+				g.unit_count =
+					c->sb.stores[i].unit_base + c->sb.stores[i].unit_count;
+		if (c->verbose)
+			printf("%s: a pool of %u stores, all present and matching store 0's "
+			       "table\n",
+			       c->path, c->sb.store_count);
+	}
 	g.unit_bytes = c->sb.alloc_unit_bytes;
 	g.sector_bytes = c->sb.logical_sector_bytes;
 	g.max_file_units = eg.max_units;
@@ -564,6 +592,8 @@ static int repair_namespace(struct fsck *c)
 
 	fo.log = engine_log;
 	fo.root_mode = 0755;
+	fo.pool_sources = c->sources;
+	fo.pool_source_count = c->path_count;
 	ret = cfs_fs_open(c->io, &fo, &fs, err, sizeof(err));
 	if (ret) {
 		say("%s: the engine refused to mount the store for repairs: %s", c->path,
@@ -617,14 +647,15 @@ static void close_store(struct fsck *c)
 		cfs_io_close(c->io);
 	c->q = NULL;
 	c->io = NULL;
-	for (int i = 0; i < 2; i++)
+	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
 		if (c->lock_fd[i] >= 0)
 			close(c->lock_fd[i]);
+	free(c->path_list);
 }
 
 int main(int argc, char **argv)
 {
-	struct fsck c = {.lock_fd = {-1, -1}, .sb_slot = -1};
+	struct fsck c = {.sb_slot = -1};
 	bool no_write = false;
 	int opt, ret, exit_code;
 
@@ -667,6 +698,27 @@ int main(int argc, char **argv)
 		return FSCK_EXIT_USAGE;
 	}
 	c.path = argv[optind];
+	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
+		c.lock_fd[i] = -1;
+	c.path_list = strdup(c.path);
+	ret = c.path_list ? cfs_pool_split_sources(c.path_list, c.paths, CFS_POOL_STORES_MAX)
+			  : -ENOMEM;
+	if (ret < 0) {
+		say("%s: %s", c.path,
+		    ret == -E2BIG ? "more stores than a pool holds" : "an empty store path");
+		free(c.path_list);
+		return FSCK_EXIT_USAGE;
+	}
+	c.path_count = (unsigned)ret;
+	{
+		char err[512];
+
+		if (cfs_pool_check_distinct(c.paths, c.path_count, err, sizeof(err))) {
+			say("%s", err);
+			free(c.path_list);
+			return FSCK_EXIT_USAGE;
+		}
+	}
 	c.r.out = stdout;
 	c.r.verbose = c.verbose;
 	if (lock_store(&c) || open_store(&c)) {

@@ -78,7 +78,12 @@ void fsck_report_reset(struct fsck_report *r);
 /* ---- the model ----------------------------------------------------------- */
 
 struct fsck_geom {
-	uint64_t unit_count;	 /* data units of the store */
+	uint64_t unit_count; /* data units of the store; a pool: one past its last
+			      * pool unit (the unit space, gaps included) */
+	/* A pool (fs/POOLS.md): store 0's table; a unit is valid only inside
+	 * one store's range. NULL/0 for a single store. */
+	const struct cfs_store_entry *stores;
+	uint32_t store_count;
 	uint32_t unit_bytes;	 /* allocation unit */
 	uint32_t sector_bytes;	 /* logical sector: written-state granularity */
 	uint64_t max_file_units; /* a file's map reaches this far */

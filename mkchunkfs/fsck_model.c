@@ -55,6 +55,7 @@
 #define P_WRITTEN 40u
 #define P_XATTR 24u
 #define P_XATTR_RM 16u
+#define P_PLACE 32u
 
 /* ---- a small chained hash table ------------------------------------------ */
 
@@ -391,6 +392,20 @@ static void remove_entry(struct fsck_model *m, uint64_t dir_ino, const char *nam
 	}
 }
 
+/* A pool: [unit, +count) lies inside one store's units (fs/POOLS.md). */
+static bool in_one_store(const struct fsck_geom *g, uint64_t unit, uint64_t count)
+{
+	if (!g->store_count)
+		return true;
+	for (uint32_t i = 0; i < g->store_count; i++) {
+		const struct cfs_store_entry *e = &g->stores[i];
+
+		if (unit >= e->unit_base && unit - e->unit_base < e->unit_count)
+			return count <= e->unit_count - (unit - e->unit_base);
+	}
+	return false;
+}
+
 static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
 {
 	uint64_t ino = get64(p), file_unit = get64(p + 8);
@@ -410,7 +425,8 @@ static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
 		return 0;
 	}
 	/* Checked before the inode: these records can never be valid. */
-	if (count == 0 || count > m->g.unit_count || store_unit > m->g.unit_count - count)
+	if (count == 0 || count > m->g.unit_count || store_unit > m->g.unit_count - count ||
+	    !in_one_store(&m->g, store_unit, count))
 		return bad_record(m, "mapping to a unit beyond the data region"), 0;
 	if (file_unit > m->g.max_file_units || count > m->g.max_file_units - file_unit)
 		return bad_record(m, "mapping beyond the largest file"), 0;
@@ -540,6 +556,7 @@ static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t
 		[CFS_LOG_DIRENT_RENAME] = P_RENAME,  [CFS_LOG_XATTR_SET] = P_XATTR,
 		[CFS_LOG_XATTR_REMOVE] = P_XATTR_RM, [CFS_LOG_EXTENT_MAP] = P_EXTENT,
 		[CFS_LOG_EXTENT_UNMAP] = P_EXTENT,   [CFS_LOG_EXTENT_WRITTEN] = P_WRITTEN,
+		[CFS_LOG_INODE_PLACE] = P_PLACE,
 	};
 
 	if (type == CFS_LOG_NOOP || type == CFS_LOG_COMMIT || type >= M_TYPE_PRIVATE)
@@ -604,6 +621,11 @@ static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t
 		return apply_extent(m, type, p);
 	case CFS_LOG_EXTENT_WRITTEN:
 		return apply_written(m, p, n);
+	case CFS_LOG_INODE_PLACE:
+		/* Placement only steers where new units go (a file mid-move has
+		 * units on two stores, which is valid); a store that left the
+		 * pool is the daemon's to ignore. Nothing to check here. */
+		return 0;
 	default: /* CFS_LOG_XATTR_SET, CFS_LOG_XATTR_REMOVE */
 		return apply_xattr(m, type, p, n);
 	}
@@ -734,7 +756,8 @@ static int check_units(struct fsck_model *m, struct minode **inodes, size_t coun
 		for (struct munit *u = in->units; u; u = u->next) {
 			int64_t last = last_written(m, u);
 
-			if (u->store_unit >= m->g.unit_count) {
+			if (u->store_unit >= m->g.unit_count ||
+			    !in_one_store(&m->g, u->store_unit, 1)) {
 				fsck_problem(m->r, FSCK_ERROR,
 					     "inode %llu maps unit %llu beyond the data region",
 					     (unsigned long long)in->ino,
@@ -882,6 +905,11 @@ int fsck_model_check(struct fsck_model *m)
 		goto out_free;
 	m->r->inodes = ni;
 	m->r->units_total = m->g.unit_count;
+	if (m->g.store_count) { /* a pool: its stores' units, not the gaps */
+		m->r->units_total = 0;
+		for (uint32_t i = 0; i < m->g.store_count; i++)
+			m->r->units_total += m->g.stores[i].unit_count;
+	}
 	for (size_t i = 0; i < ni; i++) {
 		m->r->dirs += S_ISDIR(inodes[i]->mode);
 		m->r->files += S_ISREG(inodes[i]->mode);

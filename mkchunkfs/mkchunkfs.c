@@ -51,6 +51,8 @@ static void print_help(void)
 	     "  -m metadata-size metadata region (default 1% of the store, 4M to 1G)\n"
 	     "  -s size          store size; creates or extends an image file\n"
 	     "  --sparse         do not write a new or extended image file fully\n"
+	     "  --join STORE0    format as a data store of STORE0's pool (fs/POOLS.md); the\n"
+	     "                   pool is then mounted as chunkfs STORE0,THIS,... DIR\n"
 	     "  -K               do not discard a block device's data region\n"
 	     "  -q               quiet: no summary, no progress\n"
 	     "  -D               print the store the target holds (read-only) and exit\n"
@@ -182,7 +184,7 @@ static int print_store(const struct cfs_mkfs_opts *opts)
 		cfs_mkfs_error("%s: %s", t.path, mount_why);
 		goto out_close;
 	}
-	snap_ret = read_snapshot(&t, &sb, &snap, &snap_why);
+	snap_ret = cfs_sb_is_data_store(&sb) ? 2 : read_snapshot(&t, &sb, &snap, &snap_why);
 	if (snap_ret < 0) {
 		cfs_mkfs_error("%s: the metadata snapshot is unusable: %s", t.path, snap_why);
 		goto out_close;
@@ -204,7 +206,9 @@ static int print_store(const struct cfs_mkfs_opts *opts)
 			       one.flags & CFS_SB_INPROGRESS ? ", in progress" : "");
 	}
 	printf(SUMMARY_KEY_FMT, "snapshot:");
-	if (snap_ret == 0)
+	if (snap_ret == 2)
+		printf("none (a data store of a pool)\n");
+	else if (snap_ret == 0)
 		printf("%llu records, seq %llu, %llu bytes, checksum ok\n",
 		       (unsigned long long)snap.record_count, (unsigned long long)snap.seq,
 		       (unsigned long long)snap.length_bytes);
@@ -358,5 +362,7 @@ int main(int argc, char *argv[])
 	}
 	if (opts.print_only)
 		return print_store(&opts);
+	if (opts.join)
+		return cfs_mkfs_join(&opts);
 	return format_store(&opts);
 }

@@ -10,6 +10,8 @@
  *                 superblock, which blkid does not know) and wipe it with -f
  *   write.c       the write sequence: superblock with INPROGRESS, discard or
  *                 zero-fill, metadata headers, final superblocks
+ *   join.c        --join: a data store of an existing pool, and store 0's
+ *                 table updated after it
  *   mkchunkfs.c   main(): parse, probe, lay out, print, refuse, write; -D
  *
  * Every function here returns 0 or -errno and has already printed a message
@@ -108,5 +110,12 @@ struct cfs_mkfs_write_cfg {
 };
 int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 		   const struct cfs_mkfs_write_cfg *cfg);
+/* Tests: SIGKILL ourselves at a named stage (MKCHUNKFS_TEST_KILL=stage). */
+void cfs_mkfs_test_kill_point(const char *stage);
+
+/* ---- join.c ---- */
+/* --join STORE0: format the target as a data store of STORE0's pool and
+ * add it to store 0's table (fs/POOLS.md). Returns an exit status. */
+int cfs_mkfs_join(const struct cfs_mkfs_opts *opts);
 
 #endif /* CFS_MKCHUNKFS_H */

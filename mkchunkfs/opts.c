@@ -23,13 +23,14 @@
 
 const char cfs_mkfs_usage_line[] =
 	"usage: mkchunkfs [-fnqKV] [-L label] [-U uuid] [-b block-size] [-a alloc-unit] "
-	"[-m metadata-size] [-s size] [--sparse] DEVICE-OR-IMAGE";
+	"[-m metadata-size] [-s size] [--sparse] [--join STORE0] DEVICE-OR-IMAGE";
 
 enum opt_kind {
 	OPT_FLAG, /* no value */
 	OPT_SIZE, /* a size with optional K/M/G/T suffix */
 	OPT_LABEL,
 	OPT_UUID,
+	OPT_PATH, /* a device or image path */
 };
 
 struct opt_desc {
@@ -44,7 +45,7 @@ struct opt_desc {
 };
 
 /* Long-only options get keys outside the char range. */
-enum { KEY_SPARSE = 256 };
+enum { KEY_SPARSE = 256, KEY_JOIN };
 
 static const struct opt_desc opt_table[] = {
 	{'f', "force", OPT_FLAG, NULL, 0, 0, false, true},
@@ -55,6 +56,7 @@ static const struct opt_desc opt_table[] = {
 	{'h', "help", OPT_FLAG, NULL, 0, 0, false, false},
 	{'D', "print", OPT_FLAG, NULL, 0, 0, false, false},
 	{KEY_SPARSE, "sparse", OPT_FLAG, NULL, 0, 0, false, true},
+	{KEY_JOIN, "join", OPT_PATH, "store", 0, 0, false, true},
 	{'L', "label", OPT_LABEL, "label", 0, CFS_LABEL_BYTES - 1, false, true},
 	{'U', "uuid", OPT_UUID, "uuid", 0, 0, false, true},
 	{'b', "block-size", OPT_SIZE, "block size", CFS_BLOCK_SIZE_MIN, CFS_BLOCK_SIZE_MAX, true,
@@ -151,6 +153,13 @@ static void apply_value(const struct opt_desc *d, const char *arg, struct cfs_mk
 	switch (d->kind) {
 	case OPT_FLAG:
 		break;
+	case OPT_PATH:
+		if (!*arg) {
+			cfs_mkfs_err_add(errs, "--join: an empty path");
+			return;
+		}
+		opts->join = arg;
+		return;
 	case OPT_LABEL:
 		if (strlen(arg) > d->max) {
 			cfs_mkfs_err_add(errs, "-L %s: label is longer than %llu bytes", arg,
@@ -319,6 +328,12 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 	}
 
 	check_layout_opts(opts, errs);
+	/* A data store's geometry is its pool's; it has no metadata region. */
+	if (opts->join && opts->meta_size_bytes)
+		cfs_mkfs_err_add(errs,
+				 "-m %s: a store joining a pool (--join) has no metadata "
+				 "region",
+				 opts->meta_size_arg);
 
 	if (opts->print_only) {
 		for (i = 0; i < seen_count; i++) {

@@ -84,7 +84,7 @@ static uint64_t now_ns(void)
  * that point (inprogress, data, meta, slot1), so tests reproduce a power cut
  * or kill -9 between two steps deterministically instead of racing a timer.
  */
-static void test_kill_point(const char *stage)
+void cfs_mkfs_test_kill_point(const char *stage)
 {
 	const char *want = getenv("MKCHUNKFS_TEST_KILL");
 
@@ -520,7 +520,7 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 	ret = flush(&c);
 	if (ret < 0)
 		goto out_free_area;
-	test_kill_point("inprogress");
+	cfs_mkfs_test_kill_point("inprogress");
 
 	/* 2. Data region. */
 	if (cfg->discard)
@@ -529,9 +529,12 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 		ret = fill_image(&c, sb);
 	if (ret < 0)
 		goto out_free_area;
-	test_kill_point("data");
+	cfs_mkfs_test_kill_point("data");
 
-	/* 3. Metadata headers, durable before any superblock points at them. */
+	/* 3. Metadata headers, durable before any superblock points at them
+	 * (a data store of a pool has none). */
+	if (cfs_sb_is_data_store(sb))
+		goto finish;
 	if (cfg->zero_meta) {
 		ret = zero_meta_region(&c, sb);
 		if (ret < 0)
@@ -543,9 +546,10 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 	ret = flush(&c);
 	if (ret < 0)
 		goto out_free_area;
-	test_kill_point("meta");
+	cfs_mkfs_test_kill_point("meta");
 
 	/* 4. and 5. The finished superblock, one copy at a time. */
+finish:
 	sb->flags = 0;
 	sb->generation = 1;
 	encode_slot(&c, sb);
@@ -555,7 +559,7 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 	ret = flush(&c);
 	if (ret < 0)
 		goto out_free_area;
-	test_kill_point("slot1");
+	cfs_mkfs_test_kill_point("slot1");
 
 	sb->generation = 2;
 	encode_slot(&c, sb);

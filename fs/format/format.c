@@ -712,13 +712,20 @@ void cfs_sb_print(FILE *f, const struct cfs_sb *sb)
 		cfs_size_format(sb->alloc_unit_bytes, h1));
 	fprintf(f, "superblocks:     offsets 0 and %u, %u bytes each\n", CFS_SB_BLOCK_BYTES,
 		CFS_SB_BLOCK_BYTES);
-	fprintf(f,
-		"metadata:        offset %" PRIu64 ", size %" PRIu64
-		" bytes (%s), 2 halves of %s\n",
-		sb->meta_offset_bytes, sb->meta_size_bytes,
-		cfs_size_format(sb->meta_size_bytes, h1), cfs_size_format(half, h2));
-	fprintf(f, "active half:     %c, snapshot %" PRIu64 " bytes, log from seq %" PRIu64 "\n",
-		sb->meta_active_half ? 'B' : 'A', sb->meta_snap_length_bytes, sb->log_seq_start);
+	if (cfs_sb_is_data_store(sb)) {
+		fputs("metadata:        none (a data store: store 0 of its pool has it)\n", f);
+	} else {
+		fprintf(f,
+			"metadata:        offset %" PRIu64 ", size %" PRIu64
+			" bytes (%s), 2 halves of %s\n",
+			sb->meta_offset_bytes, sb->meta_size_bytes,
+			cfs_size_format(sb->meta_size_bytes, h1), cfs_size_format(half, h2));
+		fprintf(f,
+			"active half:     %c, snapshot %" PRIu64 " bytes, log from seq %" PRIu64
+			"\n",
+			sb->meta_active_half ? 'B' : 'A', sb->meta_snap_length_bytes,
+			sb->log_seq_start);
+	}
 	fprintf(f,
 		"data:            offset %" PRIu64 ", size %" PRIu64 " bytes (%s), %" PRIu64
 		" units\n",

@@ -65,6 +65,7 @@
 #include "fs/fuse/dio_inval.h"
 #include "fs/format/format.h"
 #include "fs/meta/mount.h"
+#include "fs/meta/pool.h"
 #include "fs/fuse/killpriv.h"
 #include "fs/stats/statcmd.h"
 #include "fs/fuse/transport_uring.h"
@@ -81,6 +82,12 @@
 #define THREADS_MAX 64u
 #define RECV_BATCH 16 /* requests received per wakeup before reaping */
 #define LOCK_WAIT_DEFAULT_S 5u
+
+/* The stores of SOURCE ("SRC1,SRC2,...": a pool, fs/POOLS.md). */
+static char *source_list;
+static const char *source_paths[CFS_POOL_STORES_MAX];
+static unsigned source_count;
+static struct cfs_pool_source pool_sources[CFS_POOL_STORES_MAX];
 
 struct options {
 	const char *prog;
@@ -627,7 +634,9 @@ static bool is_dev_fd_path(const char *path)
 
 static int check_paths(struct options *o)
 {
+	char err[512];
 	struct stat st;
+	int n;
 
 	if (is_dev_fd_path(o->mountpoint)) {
 		snprintf(o->mountpoint_real, sizeof(o->mountpoint_real), "%s", o->mountpoint);
@@ -643,13 +652,30 @@ static int check_paths(struct options *o)
 	}
 	if (o->ram)
 		return 0;
-	if (stat(o->source, &st)) {
-		say("%s: %s\n", o->source, strerror(errno));
-		return -ENOENT;
-	}
-	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-		say("%s: not a block device or an image file\n", o->source);
+	/* SRC1,SRC2,...: every store of a pool (a path that exists with a
+	 * comma in it is one store). */
+	source_list = strdup(o->source);
+	n = source_list ? cfs_pool_split_sources(source_list, source_paths, CFS_POOL_STORES_MAX)
+			: -ENOMEM;
+	if (n < 0) {
+		say("%s: %s\n", o->source,
+		    n == -E2BIG ? "more stores than a pool holds" : "an empty store path");
 		return -EINVAL;
+	}
+	source_count = (unsigned)n;
+	if (cfs_pool_check_distinct(source_paths, source_count, err, sizeof(err))) {
+		say("%s\n", err);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < source_count; i++) {
+		if (stat(source_paths[i], &st)) {
+			say("%s: %s\n", source_paths[i], strerror(errno));
+			return -ENOENT;
+		}
+		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+			say("%s: not a block device or an image file\n", source_paths[i]);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -805,29 +831,32 @@ static int lock_one(const struct options *o, const char *path, int *out_fd)
 	return 0;
 }
 
-static int lock_store(const struct options *o, int lock_fd[2])
+/* Lock every store of SOURCE: lock_fd[2i] the path, lock_fd[2i+1] a loop
+ * device's backing file. On failure the locks taken so far stay in lock_fd
+ * for the caller to release. */
+static int lock_store(const struct options *o, int *lock_fd)
 {
 	char backing[PATH_MAX];
 	int ret;
 
-	ret = lock_one(o, o->source, &lock_fd[0]);
-	if (ret)
-		return ret;
-	loop_backing_file(o->source, backing, sizeof(backing));
-	if (backing[0]) {
-		ret = lock_one(o, backing, &lock_fd[1]);
-		if (ret) {
-			close(lock_fd[0]);
-			lock_fd[0] = -1;
+	for (unsigned i = 0; i < source_count; i++) {
+		ret = lock_one(o, source_paths[i], &lock_fd[2 * i]);
+		if (ret)
+			return ret;
+		loop_backing_file(source_paths[i], backing, sizeof(backing));
+		if (backing[0]) {
+			ret = lock_one(o, backing, &lock_fd[2 * i + 1]);
+			if (ret)
+				return ret;
 		}
 	}
-	return ret;
+	return 0;
 }
 
 static int open_store(const struct options *o, struct cfs_io **out)
 {
 	struct cfs_io_config cfg = {0};
-	struct stat st;
+	char err[512];
 	int ret;
 
 	if (o->ram) {
@@ -840,15 +869,13 @@ static int open_store(const struct options *o, struct cfs_io **out)
 		cfg.ram_flags = o->ram_flags;
 	} else {
 		cfg.backend = "uring";
-		cfg.path = o->source;
 		cfg.read_only = o->read_only || o->fake; /* fake: write nothing */
 		cfg.exclusive = true;
 		cfg.fault_spec = o->fault_spec;
-		/* A block device must do direct I/O; an image file on a
-		 * filesystem that refuses O_DIRECT still works (iopath says so
-		 * on stderr) and fsync keeps it durable. */
-		cfg.dio = (stat(o->source, &st) == 0 && S_ISBLK(st.st_mode)) ? CFS_DIO_REQUIRED
-									     : CFS_DIO_OPTIONAL;
+		/* A block device must do direct I/O (cfs_pool_open_io asks for
+		 * it); an image file on a filesystem that refuses O_DIRECT still
+		 * works (iopath says so on stderr) and fsync keeps it durable. */
+		cfg.dio = CFS_DIO_OPTIONAL;
 	}
 	/* EBUSY on a block device right after its previous daemon died: the
 	 * kernel tears a dead process's io_uring down asynchronously, and the
@@ -857,7 +884,13 @@ static int open_store(const struct options *o, struct cfs_io **out)
 	for (unsigned tries = o->lock_wait_s * 10;; tries--) {
 		struct timespec pause = {0, 100 * 1000 * 1000};
 
-		ret = cfs_io_open(&cfg, out);
+		err[0] = '\0';
+		/* Every store of the pool probed, checked against store 0's
+		 * table and routed before anything is written (a single store
+		 * is a pool of one). */
+		ret = o->ram ? cfs_io_open(&cfg, out)
+			     : cfs_pool_open_io(source_paths, source_count, &cfg, pool_sources, out,
+						err, sizeof(err));
 		if (ret != -EBUSY || !tries)
 			break;
 		nanosleep(&pause, NULL);
@@ -870,6 +903,8 @@ static int open_store(const struct options *o, struct cfs_io **out)
 		    o->source);
 	else if (o->ram)
 		say("cannot create the RAM store: %s\n", strerror(-ret));
+	else if (err[0])
+		say("%s\n", err);
 	else
 		say("%s: cannot open: %s\n", o->source, strerror(-ret));
 	return ret;
@@ -894,6 +929,10 @@ static int open_metadata(const struct options *o, struct cfs_io *io, struct cfs_
 	fo.root_uid = getuid();
 	fo.root_gid = getgid();
 	fo.log = fs_log_line;
+	if (!o->ram && source_count > 1) {
+		fo.pool_sources = pool_sources;
+		fo.pool_source_count = source_count;
+	}
 	if (o->ram)
 		ret = cfs_fs_open_ram(io, &fo, out, err, sizeof(err));
 	else
@@ -1181,8 +1220,11 @@ int main(int argc, char **argv)
 	struct options o = {0};
 	struct cfs_daemon *d = &cfs_daemon;
 	sigset_t block, old;
-	int lock_fd[2] = {-1, -1};
+	int lock_fd[2 * CFS_POOL_STORES_MAX];
 	int ret, exit_code = EXIT_MOUNT;
+
+	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
+		lock_fd[i] = -1;
 	unsigned started = 0;
 	pthread_t *threads = NULL;
 
@@ -1378,7 +1420,7 @@ out_close_io:
 	cfs_io_close(d->io);
 out_unlock:
 	/* Last: the next mount of this store may start only now. */
-	for (int i = 0; i < 2; i++)
+	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
 		if (lock_fd[i] >= 0)
 			close(lock_fd[i]);
 out:

@@ -38,6 +38,7 @@
 #include "fs/stats/chunkstat.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
+#include "fs/fuse/store_xattr.h"
 #include "fs/fuse/xattr.h"
 
 #define FS() (cfs_daemon.fs)
@@ -161,6 +162,10 @@ void cfs_xattr_stats_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	size_t n;
 	int ret;
 
+	if (cfs_store_xattr_is(name)) {
+		cfs_store_xattr_get(req, ino, name, size);
+		return;
+	}
 	ret = pin_stats_inode(ino, &nv);
 	if (ret) {
 		cfs_reply_err(req, ret);
@@ -244,6 +249,8 @@ int cfs_xattr_stats_set(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	uint64_t v;
 	int ret;
 
+	if (cfs_store_xattr_is(name))
+		return cfs_store_xattr_set(req, ino, name, value, size);
 	ret = pin_stats_inode(ino, &nv);
 	if (ret)
 		return ret == -ENODATA ? -EOPNOTSUPP : ret;
@@ -289,7 +296,8 @@ int cfs_xattr_stats_remove(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct cfs_ns_stat_view nv;
 	int ret;
 
-	(void)req;
+	if (cfs_store_xattr_is(name))
+		return cfs_store_xattr_remove(req, ino, name);
 	ret = pin_stats_inode(ino, &nv);
 	if (ret)
 		return ret == -ENODATA ? -EOPNOTSUPP : ret;
@@ -303,9 +311,18 @@ int cfs_xattr_stats_remove(fuse_req_t req, fuse_ino_t ino, const char *name)
 size_t cfs_xattr_stats_list(fuse_ino_t ino, char *buf, size_t size)
 {
 	struct cfs_ns_stat_view nv;
+	size_t n = 0, pool;
 
-	if (cfs_daemon.hide_stats || pin_stats_inode(ino, &nv))
+	if (cfs_daemon.hide_stats)
 		return 0;
-	cfs_ns_unpin(FS(), nv.inode);
-	return cfs_cs_list(is_root(ino), false, buf, size);
+	if (!pin_stats_inode(ino, &nv)) {
+		cfs_ns_unpin(FS(), nv.inode);
+		n = cfs_cs_list(is_root(ino), false, buf, size);
+	}
+	/* The pool's names after the statistics (only for a pool of several
+	 * stores: a single store lists what it always did). */
+	pool = cfs_store_xattr_list(ino, NULL, 0);
+	if (buf && n + pool <= size)
+		cfs_store_xattr_list(ino, buf + n, size - n);
+	return n + pool;
 }

@@ -24,9 +24,10 @@
 #include "fs/meta/extent.h"
 #include "iopath/iopath.h"
 
-struct cfs_alloc;
 struct cfs_journal;
 struct cfs_ns;
+struct cfs_pool;
+struct cfs_pool_source;
 
 /* RAM mount geometry: synthetic, nothing persisted. 64 KiB units keep memory
  * returned on punch and unlink fine-grained (the RAM backend frees discarded
@@ -49,6 +50,11 @@ struct cfs_fs_options {
 	uint32_t root_gid;
 	cfs_log_fn log; /* where log lines go; NULL = stderr */
 	void *log_arg;
+	/* A pool mounted from several sources (fs/meta/pool.h,
+	 * cfs_pool_open_io): the stores as probed, store 0 first. NULL: the
+	 * target is one store (or a pool of one). Read during cfs_fs_open. */
+	const struct cfs_pool_source *pool_sources;
+	unsigned pool_source_count;
 };
 
 struct cfs_fs {
@@ -64,7 +70,7 @@ struct cfs_fs {
 	struct cfs_extent_geom geom; /* units, sectors, data region */
 	uint64_t inode_limit;	     /* statfs files */
 
-	struct cfs_alloc *alloc;
+	struct cfs_pool *pool; /* the stores and their allocators (pool.h) */
 	struct cfs_ns *ns;
 	struct cfs_journal *journal;
 };

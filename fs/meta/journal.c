@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "fs/base/assert.h"
-#include "fs/meta/alloc.h"
+#include "fs/meta/pool.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/journal.h"
 
@@ -74,6 +74,7 @@ static inline uint64_t get64(const uint8_t *p)
 #define XATTR_FIXED 24u
 #define XATTR_RM_FIXED 16u
 #define FS_INFO_BYTES 16u
+#define PLACE_BYTES 32u
 
 #define WRITTEN_F_BITS 0x1u /* a bitmap follows */
 
@@ -103,6 +104,17 @@ static uint32_t enc_inode(uint8_t *p, const struct cfs_jrec_inode *r)
 	if (r->target_length)
 		memcpy(p + INODE_FIXED, r->target, r->target_length);
 	return INODE_FIXED + r->target_length;
+}
+
+static uint32_t enc_place(uint8_t *p, const struct cfs_jrec_place *r)
+{
+	put64(p, r->ino);
+	put32(p + 8, r->store);
+	put32(p + 12, r->from);
+	put32(p + 16, r->flags);
+	put32(p + 20, 0);
+	put64(p + 24, r->rate_bytes);
+	return PLACE_BYTES;
 }
 
 static uint32_t enc_dirent_add(uint8_t *p, const struct cfs_jrec_dirent *r)
@@ -291,6 +303,14 @@ void cfs_txn_inode(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ino
 	p = txn_reserve(txn, type, INODE_FIXED + rec->target_length);
 	if (p)
 		enc_inode(p, rec);
+}
+
+void cfs_txn_place(struct cfs_txn *txn, const struct cfs_jrec_place *rec)
+{
+	uint8_t *p = txn_reserve(txn, CFS_LOG_INODE_PLACE, PLACE_BYTES);
+
+	if (p)
+		enc_place(p, rec);
 }
 
 void cfs_txn_inode_delete(struct cfs_txn *txn, uint64_t ino)
@@ -563,6 +583,11 @@ int cfs_snap_inode(struct cfs_snap_builder *sb, const struct cfs_jrec_inode *rec
 	return cfs_snap_add(sb, CFS_LOG_INODE_CREATE, sb->scratch, enc_inode(sb->scratch, rec));
 }
 
+int cfs_snap_place(struct cfs_snap_builder *sb, const struct cfs_jrec_place *rec)
+{
+	return cfs_snap_add(sb, CFS_LOG_INODE_PLACE, sb->scratch, enc_place(sb->scratch, rec));
+}
+
 int cfs_snap_dirent_add(struct cfs_snap_builder *sb, const struct cfs_jrec_dirent *rec)
 {
 	return cfs_snap_add(sb, CFS_LOG_DIRENT_ADD, sb->scratch, enc_dirent_add(sb->scratch, rec));
@@ -688,7 +713,7 @@ static void set_durable(struct cfs_journal *j, uint64_t seq)
 {
 	if (seq > atomic_load(&j->durable_seq))
 		atomic_store(&j->durable_seq, seq);
-	cfs_alloc_commit_done(j->fs->alloc, atomic_load(&j->durable_seq), discard_units, j->fs);
+	cfs_pool_commit_done(j->fs->pool, atomic_load(&j->durable_seq), discard_units, j->fs);
 }
 
 /* Alignment of snapshot and log starts: both block and physical sector. */
@@ -1293,6 +1318,18 @@ static int apply_record(struct cfs_journal *j, uint16_t type, const uint8_t *p, 
 		r.src_name = (const char *)p + RENAME_FIXED;
 		r.dst_name = r.src_name + r.src_name_length;
 		return j->ops->apply_rename(fs, &r);
+	}
+	case CFS_LOG_INODE_PLACE: {
+		struct cfs_jrec_place r;
+
+		if (n < PLACE_BYTES)
+			return too_short(why);
+		r.ino = get64(p);
+		r.store = get32(p + 8);
+		r.from = get32(p + 12);
+		r.flags = get32(p + 16);
+		r.rate_bytes = get64(p + 24);
+		return j->ops->apply_place(fs, &r, why);
 	}
 	case CFS_LOG_EXTENT_MAP:
 	case CFS_LOG_EXTENT_UNMAP: {

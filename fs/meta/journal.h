@@ -159,6 +159,19 @@ struct cfs_jrec_xattr {
 	const void *chunk;
 };
 
+/* CFS_LOG_INODE_PLACE: the store a file or directory is placed on
+ * (fs/POOLS.md): absolute state, replay overwrites. For a file, a store its
+ * units are not all on is a move to finish; `from` is where a cancel goes
+ * back to. */
+#define CFS_JREC_PLACE_PAUSED 0x1u /* a move that does not run */
+struct cfs_jrec_place {
+	uint64_t ino;
+	uint32_t store;	     /* store index, CFS_STORE_NONE = not placed */
+	uint32_t from;	     /* a move's source, CFS_STORE_NONE */
+	uint32_t flags;	     /* CFS_JREC_PLACE_* */
+	uint64_t rate_bytes; /* a move's limit in bytes per second, 0 = none */
+};
+
 /* Largest value piece per XATTR_SET record. */
 #define CFS_JREC_XATTR_CHUNK (32u * 1024)
 /* Largest sector range per EXTENT_WRITTEN record with a bitmap. */
@@ -195,6 +208,7 @@ void cfs_txn_xattr_set(struct cfs_txn *txn, uint64_t ino, const char *name, uint
 		       const void *value, uint32_t value_length);
 void cfs_txn_xattr_remove(struct cfs_txn *txn, uint64_t ino, const char *name,
 			  uint32_t name_length);
+void cfs_txn_place(struct cfs_txn *txn, const struct cfs_jrec_place *rec);
 /*
  * Append every record of the transaction to the tail, contiguously, and free
  * its memory. Returns the sequence number of its last record (what
@@ -230,6 +244,7 @@ struct cfs_journal_ops {
 			     const char **why);
 	int (*apply_xattr)(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
 			   const char **why);
+	int (*apply_place)(struct cfs_fs *fs, const struct cfs_jrec_place *rec, const char **why);
 };
 
 /* ---- lifecycle (mount.c) ----------------------------------------------------------------- */
@@ -326,6 +341,7 @@ int cfs_snap_inode(struct cfs_snap_builder *sb, const struct cfs_jrec_inode *rec
 int cfs_snap_dirent_add(struct cfs_snap_builder *sb, const struct cfs_jrec_dirent *rec);
 int cfs_snap_extent(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec);
 int cfs_snap_written(struct cfs_snap_builder *sb, const struct cfs_jrec_written *rec);
+int cfs_snap_place(struct cfs_snap_builder *sb, const struct cfs_jrec_place *rec);
 int cfs_snap_xattr(struct cfs_snap_builder *sb, uint64_t ino, const char *name,
 		   uint32_t name_length, const void *value, uint32_t value_length);
 

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/meta/alloc.h"
 #include "fs/meta/journal.h"
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
 
 /* The namespace's side of the journal: what a commit captures, what a
  * snapshot holds, what each replayed record does. */
@@ -30,6 +30,7 @@ static const struct cfs_journal_ops ns_journal_ops = {
 	.apply_extent = cfs_ns_apply_extent,
 	.apply_written = cfs_ns_apply_written,
 	.apply_xattr = cfs_ns_apply_xattr,
+	.apply_place = cfs_ns_apply_place,
 };
 
 static void set_err(char *err, size_t err_bytes, const char *fmt, ...)
@@ -52,7 +53,7 @@ static void fs_free(struct cfs_fs *fs)
 		cfs_journal_abandon(fs->journal);
 	cfs_ns_destroy(fs->ns);
 	cfs_journal_destroy(fs->journal);
-	cfs_alloc_destroy(fs->alloc);
+	cfs_pool_destroy(fs->pool);
 	if (fs->meta_q)
 		cfs_ioq_destroy(fs->meta_q);
 	free(fs);
@@ -64,7 +65,11 @@ static int fs_build(struct cfs_fs *fs, const struct cfs_journal_config *jcfg, ch
 {
 	int ret;
 
-	ret = cfs_alloc_create(fs->geom.store_units, &fs->alloc);
+	if (fs->ram)
+		ret = cfs_pool_create_ram(fs->geom.store_units, &fs->pool);
+	else
+		ret = cfs_pool_create(&fs->sb, fs->opts.pool_sources, fs->opts.pool_source_count,
+				      &fs->pool);
 	if (!ret)
 		ret = cfs_ns_create(fs, &fs->ns);
 	if (!ret)
@@ -85,6 +90,29 @@ static struct cfs_fs *fs_new(struct cfs_io *io, const struct cfs_fs_options *opt
 		fs->opts = *opts;
 	atomic_init(&fs->readonly, false);
 	return fs;
+}
+
+/*
+ * The extent geometry of a store mount. A pool numbers units across its
+ * stores (fs/POOLS.md): the maps are sized for all of its units (a file may
+ * still map twice the pool), and any pool unit is a valid store unit, so a
+ * store added later needs no new geometry.
+ */
+static int geom_init(struct cfs_fs *fs)
+{
+	const struct cfs_sb *sb = &fs->sb;
+	uint64_t units = sb->data_unit_count;
+	int ret;
+
+	if (sb->incompat & CFS_FEAT_INCOMPAT_POOL)
+		for (uint32_t i = 1; i < sb->store_count; i++)
+			units += sb->stores[i].unit_count;
+	ret = cfs_extent_geom_init(&fs->geom, sb->alloc_unit_bytes, sb->logical_sector_bytes, units,
+				   sb->data_offset_bytes);
+	if (!ret && (sb->incompat & CFS_FEAT_INCOMPAT_POOL))
+		fs->geom.store_units =
+			(CFS_POOL_ADDRESS_MAX - sb->data_offset_bytes) / sb->alloc_unit_bytes;
+	return ret;
 }
 
 int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs_fs **out,
@@ -137,11 +165,19 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 		set_err(err, err_bytes, "cannot mount: %s", why ? why : strerror(-ret));
 		goto out_free;
 	}
-	if (fs->sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
-		/* Assembling a pool (fs/POOLS.md) is the next step; until then
-		 * no program writes one, and none may mount half of one. */
-		ret = -EOPNOTSUPP;
-		set_err(err, err_bytes, "a store of a pool of several stores: not supported yet");
+	if (cfs_sb_is_data_store(&fs->sb)) {
+		/* The target must start with store 0 (cfs_pool_open_io). */
+		ret = -EINVAL;
+		set_err(err, err_bytes,
+			"a data store of a pool: mount the pool with all its stores, as "
+			"SRC1,SRC2,...");
+		goto out_free;
+	}
+	if ((fs->sb.incompat & CFS_FEAT_INCOMPAT_POOL) && fs->sb.store_count > 1 &&
+	    !fs->opts.pool_sources) {
+		ret = -EINVAL;
+		set_err(err, err_bytes, "store 0 of a pool of %u stores: mount all of them",
+			fs->sb.store_count);
 		goto out_free;
 	}
 	if (ret == CFS_SB_RO_REQUIRED) {
@@ -150,11 +186,12 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	}
 	if (fs->opts.read_only)
 		fs->mounted_ro = true;
-	if (fs->sb.store_size_bytes > geo->size_bytes) {
+	/* Store 0's own size (a pool's target is larger: every store). */
+	if (fs->sb.store_size_bytes > cfs_io_store_geometry(io, 0)->size_bytes) {
 		ret = -EUCLEAN;
 		set_err(err, err_bytes,
 			"the target holds %llu bytes but the store was formatted for %llu",
-			(unsigned long long)geo->size_bytes,
+			(unsigned long long)cfs_io_store_geometry(io, 0)->size_bytes,
 			(unsigned long long)fs->sb.store_size_bytes);
 		goto out_free;
 	}
@@ -169,8 +206,7 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 		goto out_free;
 	}
 	fs->log_seed = cfs_log_seed(fs->sb.uuid);
-	ret = cfs_extent_geom_init(&fs->geom, fs->sb.alloc_unit_bytes, fs->sb.logical_sector_bytes,
-				   fs->sb.data_unit_count, fs->sb.data_offset_bytes);
+	ret = geom_init(fs);
 	if (ret) {
 		set_err(err, err_bytes, "unsupported geometry (allocation unit %u, sector %u)",
 			fs->sb.alloc_unit_bytes, fs->sb.logical_sector_bytes);

@@ -39,6 +39,7 @@
 #include "fs/meta/alloc.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
 
 #define CFS_INODE_F_QUEUED (1u << 0)	 /* on the committer queue */
 #define CFS_INODE_F_ATTR_DIRTY (1u << 1) /* size/times changed by writes, not logged */
@@ -413,6 +414,7 @@ static struct cfs_inode *inode_new(struct cfs_fs *fs, uint64_t ino, uint64_t gen
 	inode->generation = generation;
 	inode->mode = mode;
 	inode->ns = fs->ns;
+	inode->place = (struct cfs_place){CFS_STORE_NONE, CFS_STORE_NONE, 0, 0};
 	pthread_mutex_init(&inode->lock, NULL);
 	atomic_init(&inode->life, 1);
 	if (S_ISREG(mode) && cfs_extent_map_create(&fs->geom, extent_notify, inode, &inode->map))
@@ -548,7 +550,7 @@ static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 		struct cfs_deferred *df;
 
 		if (!defer) {
-			cfs_alloc_free(c->fs->alloc, c->runs[i][0], c->runs[i][1], seq);
+			cfs_pool_free(c->fs->pool, c->runs[i][0], c->runs[i][1], seq);
 			continue;
 		}
 		df = malloc(sizeof(*df));
@@ -578,7 +580,7 @@ static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 		struct cfs_deferred *df = inode->deferred;
 
 		inode->deferred = df->next;
-		cfs_alloc_free(fs->alloc, df->first_unit, df->count, df->seq);
+		cfs_pool_free(fs->pool, df->first_unit, df->count, df->seq);
 		free(df);
 	}
 	if (inode->map)
@@ -789,6 +791,15 @@ static bool meta_room(struct cfs_fs *fs)
 	return !cfs_journal_meta_full(fs->journal);
 }
 
+/* [inode lock] Log inode's placement. */
+static void txn_place(struct cfs_txn *txn, const struct cfs_inode *inode)
+{
+	struct cfs_jrec_place rec = {inode->ino, inode->place.store, inode->place.from,
+				     inode->place.flags, inode->place.rate_bytes};
+
+	cfs_txn_place(txn, &rec);
+}
+
 static int create_common(struct cfs_fs *fs, const struct create_args *a, struct cfs_attr *attr,
 			 struct cfs_inode **opened)
 {
@@ -882,6 +893,11 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 	atomic_store(&dir->ctime_ns, now);
 	cfs_txn_begin(&txn, fs->journal);
 	txn_inode(&txn, CFS_LOG_INODE_CREATE, inode);
+	/* Files and directories inherit their directory's store. */
+	if (dir->place.store != CFS_STORE_NONE && (S_ISREG(mode) || S_ISDIR(mode))) {
+		inode->place = (struct cfs_place){dir->place.store, CFS_STORE_NONE, 0, 0};
+		txn_place(&txn, inode);
+	}
 	drec = (struct cfs_jrec_dirent){dir->ino, inode->ino,	    d->cookie,
 					mode,	  (uint32_t)length, a->name};
 	cfs_txn_dirent_add(&txn, &drec);
@@ -1578,13 +1594,13 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 		}
 		while (hole_end < end && cfs_extent_unit_get(inode->map, hole_end) < 0)
 			hole_end++;
-		ret = cfs_alloc_get(fs->alloc, alloc_hint(inode, fu), hole_end - fu, &got_first,
-				    &got);
+		ret = cfs_pool_get(fs->pool, cfs_ns_store_for_units(fs, inode, fu),
+				   alloc_hint(inode, fu), hole_end - fu, &got_first, &got);
 		if (ret)
 			break;
 		ret = cfs_extent_map_units(inode->map, fu, got_first, got);
 		if (ret) {
-			cfs_alloc_free(fs->alloc, got_first, got, 0); /* never logged */
+			cfs_pool_free(fs->pool, got_first, got, 0); /* never logged */
 			break;
 		}
 		rec = (struct cfs_jrec_extent){inode->ino, fu, got_first, got};
@@ -2295,13 +2311,124 @@ out_unlock:
 	return ret;
 }
 
+/* ---- placement ----------------------------------------------------------------------------- */
+
+uint32_t cfs_ns_store_for_units(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit)
+{
+	struct cfs_pool *pool = fs->pool;
+	uint32_t st = inode->place.store;
+	int64_t near;
+
+	if (!cfs_pool_is_multi(pool))
+		return cfs_pool_default_store(pool);
+	if (st != CFS_STORE_NONE && cfs_pool_store_state(pool, st) == CFS_STORE_ACTIVE)
+		return st;
+	/* Not placed: where its units are (the one before, else the last
+	 * allocated), so a chunk stays on one store. */
+	near = file_unit ? cfs_extent_unit_get(inode->map, file_unit - 1) : -1;
+	if (near < 0 && inode->alloc_hint)
+		near = (int64_t)inode->alloc_hint - 1;
+	if (near >= 0) {
+		st = cfs_pool_store_of(pool, (uint64_t)near);
+		if (st != CFS_STORE_NONE && cfs_pool_store_state(pool, st) == CFS_STORE_ACTIVE)
+			return st;
+	}
+	return cfs_pool_default_store(pool);
+}
+
+int cfs_ns_for_each_unit(struct cfs_fs *fs, uint64_t ino, cfs_extent_unit_fn fn, void *arg)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	int ret;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (inode)
+		inode_get(inode);
+	pthread_rwlock_unlock(&ns->lock);
+	if (!inode)
+		return -ENOENT;
+	pthread_mutex_lock(&inode->lock);
+	ret = inode->map ? cfs_extent_for_each(inode->map, fn, arg) : -EINVAL;
+	pthread_mutex_unlock(&inode->lock);
+	inode_put(inode);
+	return ret;
+}
+
+int cfs_ns_place_get(struct cfs_fs *fs, uint64_t ino, struct cfs_place *place)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (inode) {
+		pthread_mutex_lock(&inode->lock);
+		*place = inode->place;
+		pthread_mutex_unlock(&inode->lock);
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	return inode ? 0 : -ENOENT;
+}
+
+int cfs_ns_place_set(struct cfs_fs *fs, uint64_t ino, const struct cfs_place *place)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	struct cfs_inode *inode;
+	struct cfs_txn txn;
+	int ret = 0;
+
+	if (cfs_fs_is_readonly(fs))
+		return -EROFS;
+	cfs_journal_throttle(fs);
+	pthread_rwlock_rdlock(&ns->lock);
+	inode = table_find(ns, ino);
+	if (!inode) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	pthread_mutex_lock(&inode->lock);
+	if (!S_ISREG(inode->mode) && !S_ISDIR(inode->mode)) {
+		ret = -EINVAL;
+	} else if (!meta_room(fs)) {
+		ret = -ENOSPC;
+	} else if (cfs_fs_is_readonly(fs)) {
+		ret = -EROFS;
+	} else {
+		inode->place = *place;
+		cfs_txn_begin(&txn, fs->journal);
+		txn_place(&txn, inode);
+		cfs_txn_end(&txn);
+		if (ino == CFS_ROOT_INO)
+			cfs_pool_set_default(fs->pool, place->store);
+	}
+	pthread_mutex_unlock(&inode->lock);
+out_unlock:
+	pthread_rwlock_unlock(&ns->lock);
+	return ret;
+}
+
+int cfs_ns_apply_place(struct cfs_fs *fs, const struct cfs_jrec_place *rec, const char **why)
+{
+	struct cfs_inode *inode = table_find(ns_of(fs), rec->ino);
+
+	(void)why;
+	if (!inode)
+		return 0; /* deleted later in the log */
+	inode->place = (struct cfs_place){rec->store, rec->from, rec->flags, rec->rate_bytes};
+	if (rec->ino == CFS_ROOT_INO)
+		cfs_pool_set_default(fs->pool, rec->store);
+	return 0;
+}
+
 void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st)
 {
 	struct cfs_ns *ns = ns_of(fs);
 	struct cfs_alloc_stat as;
 	uint64_t count;
 
-	cfs_alloc_stat(fs->alloc, &as);
+	cfs_pool_stat(fs->pool, &as);
 	pthread_rwlock_rdlock(&ns->lock);
 	count = ns->inodes.count;
 	pthread_rwlock_unlock(&ns->lock);
@@ -2436,6 +2563,12 @@ static int snap_inode(struct cfs_fs *fs, struct cfs_inode *inode, struct snap_ct
 
 	jrec_of(inode, &rec, true);
 	ret = cfs_snap_inode(c->sb, &rec);
+	if (!ret && inode->place.store != CFS_STORE_NONE) {
+		struct cfs_jrec_place place = {inode->ino, inode->place.store, inode->place.from,
+					       inode->place.flags, inode->place.rate_bytes};
+
+		ret = cfs_snap_place(c->sb, &place);
+	}
 	for (struct cfs_xattr *x = inode->xattrs; x && !ret; x = x->next)
 		ret = cfs_snap_xattr(c->sb, inode->ino, x->data, x->name_length, xattr_value(x),
 				     x->value_length);
@@ -2752,7 +2885,7 @@ static int reserve_flush(struct reserve_ctx *c)
 	int ret = 0;
 
 	if (c->count)
-		ret = cfs_alloc_reserve(c->fs->alloc, c->first, c->count);
+		ret = cfs_pool_reserve(c->fs->pool, c->first, c->count);
 	c->count = 0;
 	return ret;
 }

@@ -71,6 +71,17 @@ struct cfs_behind {
 	uint64_t seq;	      /* inode->behind_seq when it was taken */
 };
 
+/* Placement (fs/POOLS.md): the store a file's new units go to (and, for a
+ * file whose units are elsewhere, the move that brings them there), or the
+ * store a directory's new files and subdirectories inherit. Persisted as
+ * CFS_LOG_INODE_PLACE; the fields mean what struct cfs_jrec_place's do. */
+struct cfs_place {
+	uint32_t store; /* CFS_STORE_NONE: not placed */
+	uint32_t from;	/* a move's source (a cancel goes back there) */
+	uint32_t flags; /* CFS_JREC_PLACE_* */
+	uint64_t rate_bytes;
+};
+
 /* ---- the inode ------------------------------------------------------------
  * Public so the data path reads what it needs without calls. Fields marked
  * [atomic] may be read without the lock (relaxed atomic loads); [lock] fields
@@ -137,6 +148,7 @@ struct cfs_inode {
 	struct cfs_inode *dirty_next;  /* committer queue link */
 	struct cfs_deferred *deferred; /* [lock] units to free once inflight == 0 */
 	uint64_t alloc_hint;	       /* [lock] next store unit to try */
+	struct cfs_place place;	       /* [lock] fs/POOLS.md */
 };
 
 /* Attributes as the FUSE layer needs them (it converts to struct stat). */
@@ -439,6 +451,26 @@ ssize_t cfs_ns_getxattr(struct cfs_fs *fs, uint64_t ino, const char *name, void 
 ssize_t cfs_ns_listxattr(struct cfs_fs *fs, uint64_t ino, char *buf, size_t buf_size);
 int cfs_ns_removexattr(struct cfs_fs *fs, uint64_t ino, const char *name);
 
+/* ---- placement (fs/POOLS.md) ---------------------------------------------------------------- */
+
+/* fn for every mapped unit of regular file ino, in file order, under its
+ * lock (fs/meta/extent.h cfs_extent_for_each). fn's nonzero return stops
+ * the walk and is returned; -ENOENT, -EINVAL (not a regular file). */
+int cfs_ns_for_each_unit(struct cfs_fs *fs, uint64_t ino, cfs_extent_unit_fn fn, void *arg);
+
+/* The placement of ino (*place; store CFS_STORE_NONE when not placed).
+ * -ENOENT. */
+int cfs_ns_place_get(struct cfs_fs *fs, uint64_t ino, struct cfs_place *place);
+/* Set the placement of a regular file or directory and log it (the root's
+ * is the pool's default store). -ENOENT, -EINVAL (another type), -EROFS,
+ * -ENOSPC (metadata full). What a file's new placement means for its units
+ * (a move) is move.c's. */
+int cfs_ns_place_set(struct cfs_fs *fs, uint64_t ino, const struct cfs_place *place);
+/* The store a new unit of inode goes to now: its placement if that store is
+ * active, else the store of its neighbouring or last unit, else the pool's
+ * default. [inode lock] */
+uint32_t cfs_ns_store_for_units(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit);
+
 /* ---- statfs ------------------------------------------------------------------------------- */
 
 struct cfs_ns_statfs {
@@ -496,5 +528,6 @@ int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_
 int cfs_ns_apply_written(struct cfs_fs *fs, const struct cfs_jrec_written *rec, const char **why);
 int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
 		       const char **why);
+int cfs_ns_apply_place(struct cfs_fs *fs, const struct cfs_jrec_place *rec, const char **why);
 
 #endif /* CFS_NAMESPACE_H */

@@ -24,6 +24,7 @@
 #include "fs/meta/journal.h"
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
 
 #define UNIT		(64u * 1024)
 #define STORE_BYTES	(64ull << 20)
@@ -461,17 +462,17 @@ Test(journal, busy_units_until_durable, .init = setup, .fini = teardown)
 	su = cfs_extent_unit_get(in->map, 1);
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
-	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su), CFS_ALLOC_STATE_BUSY);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su), CFS_ALLOC_STATE_BUSY);
 	/* A crash now: the file still owns the unit (the truncate is lost). */
 	cfs_ns_release(fs, in);
 	crash_and_remount();
-	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su), CFS_ALLOC_STATE_USED);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su), CFS_ALLOC_STATE_USED);
 	cr_assert_eq(cfs_ns_getattr(fs, f, &a), 0);
 	cr_assert_eq(a.size_bytes, 2 * UNIT);
 	/* Again, committed this time. */
 	cr_assert_eq(cfs_ns_setattr(fs, f, &s, &a, NULL), 0);
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
-	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su), CFS_ALLOC_STATE_FREE);
 }
 
 Test(journal, orphans_freed_at_mount, .init = setup, .fini = teardown)
@@ -486,12 +487,12 @@ Test(journal, orphans_freed_at_mount, .init = setup, .fini = teardown)
 	write_sim(in, 0, 4 * UNIT);
 	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "tmp"), 0);
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
-	cfs_alloc_stat(fs->alloc, &st);
+	cfs_pool_stat(fs->pool, &st);
 	cr_assert_eq(st.used_units, 4);
 	/* Crash with the file open: an orphan on the store. */
 	crash_and_remount();
 	cr_assert_eq(cfs_ns_getattr(fs, ino, &a), -ENOENT);
-	cfs_alloc_stat(fs->alloc, &st);
+	cfs_pool_stat(fs->pool, &st);
 	cr_assert_eq(st.used_units, 0);
 }
 

@@ -21,6 +21,7 @@
 #include "fs/meta/alloc.h"
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
 
 #define UNIT	(64u * 1024)
 
@@ -111,7 +112,7 @@ static struct cfs_alloc_stat alloc_stat(void)
 {
 	struct cfs_alloc_stat st;
 
-	cfs_alloc_stat(fs->alloc, &st);
+	cfs_pool_stat(fs->pool, &st);
 	return st;
 }
 
@@ -669,8 +670,8 @@ Test(namespace, truncate_frees_units_busy_until_commit, .init = setup_small, .fi
 	cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
 	cr_assert_eq(a.size_bytes, UNIT + 1000);
 	cr_assert_eq(cfs_extent_unit_get(in->map, 2), -1);
-	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su2), CFS_ALLOC_STATE_BUSY);
-	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su3), CFS_ALLOC_STATE_BUSY);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su2), CFS_ALLOC_STATE_BUSY);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su3), CFS_ALLOC_STATE_BUSY);
 	/* The tail of unit 1 reads as zeros; the cut sector is reported. */
 	cr_assert_eq(cfs_extent_written_span(in->map, UNIT + 1024, UNIT, &w), UNIT);
 	cr_assert_not(w);
@@ -693,7 +694,7 @@ Test(namespace, truncate_frees_units_busy_until_commit, .init = setup_small, .fi
 	}
 	/* ...and are free after it. */
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
-	cr_assert_eq(cfs_alloc_unit_state(fs->alloc, (uint64_t)su2), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su2), CFS_ALLOC_STATE_FREE);
 	cfs_ns_release(fs, in);
 }
 

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * store_xattr.c — user.chunkfs.store, .stores and .move (fs/fuse/store_xattr.h,
+ * fs/POOLS.md).
+ *
+ *   user.chunkfs.store   a chunk: the label of the store its units are on
+ *                        (two or more, comma-separated, while a move is half
+ *                        done; a chunk without units: where its first unit
+ *                        would go). A directory: the store its new files and
+ *                        subdirectories go to (ENODATA when it has none). The
+ *                        root: the pool's default. setxattr places a
+ *                        directory or the root, and moves a chunk.
+ *   user.chunkfs.stores  the root: one line per store (label, index, state,
+ *                        sizes, the source it was mounted from).
+ *
+ * Values are rendered into this thread's buffer; a size probe's text is kept
+ * in chunkstat's probe cache, so the read after it gets the same bytes even
+ * when a free count gained a digit in between.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fuse/store_xattr.h"
+#include "fs/meta/fs.h"
+#include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
+#include "fs/stats/chunkstat.h"
+
+#define FS() (cfs_daemon.fs)
+#define TEXT_MAX (CFS_POOL_STORES_MAX * 512u)
+
+enum name_id { NAME_STORE = 1, NAME_STORES };
+
+/* Stable addresses for the probe cache's key. */
+static const char key_store, key_stores;
+
+static enum name_id name_of(const char *name)
+{
+	if (strncmp(name, CFS_CS_PREFIX, CFS_CS_PREFIX_BYTES))
+		return 0;
+	name += CFS_CS_PREFIX_BYTES;
+	if (!strcmp(name, "store"))
+		return NAME_STORE;
+	if (!strcmp(name, "stores"))
+		return NAME_STORES;
+	return 0;
+}
+
+bool cfs_store_xattr_is(const char *name)
+{
+	return name_of(name) != 0;
+}
+
+static void store_name(uint32_t store, char *buf, size_t bytes)
+{
+	cfs_pool_store_name(FS()->pool, store, buf, bytes);
+}
+
+/* ---- rendering ---------------------------------------------------------------------- */
+
+/* Which stores a chunk's units are on: a bit per position in ranges[]. */
+struct where {
+	struct cfs_pool_range ranges[CFS_POOL_STORES_MAX];
+	unsigned count;
+	uint64_t seen; /* bit i: ranges[i] holds a unit of the chunk */
+};
+
+static int where_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct where *w = arg;
+
+	for (unsigned i = 0; i < w->count; i++)
+		if (v->store_unit >= w->ranges[i].unit_base &&
+		    v->store_unit - w->ranges[i].unit_base < w->ranges[i].unit_count)
+			w->seen |= 1ull << i;
+	return 0;
+}
+
+static int render_chunk_store(fuse_ino_t ino, char *text, size_t max, size_t *n)
+{
+	struct where w = {0};
+	struct cfs_place place;
+	char label[CFS_LABEL_BYTES + 16];
+	int ret;
+
+	*n = 0;
+	w.count = cfs_pool_ranges(FS()->pool, w.ranges);
+	ret = cfs_ns_for_each_unit(FS(), ino, where_unit, &w);
+	if (ret)
+		return ret;
+	if (!w.seen) {
+		/* No units yet: where the first one would go. */
+		ret = cfs_ns_place_get(FS(), ino, &place);
+		if (ret)
+			return ret;
+		store_name(place.store != CFS_STORE_NONE &&
+					   cfs_pool_store_state(FS()->pool, place.store) ==
+						   CFS_STORE_ACTIVE
+				   ? place.store
+				   : cfs_pool_default_store(FS()->pool),
+			   label, sizeof(label));
+		*n = (size_t)snprintf(text, max, "%s", label);
+		return 0;
+	}
+	for (unsigned i = 0; i < w.count; i++) {
+		if (!(w.seen & (1ull << i)))
+			continue;
+		store_name(w.ranges[i].index, label, sizeof(label));
+		*n += (size_t)snprintf(text + *n, max - *n, "%s%s", *n ? "," : "", label);
+	}
+	return 0;
+}
+
+static const char *state_name(uint32_t state)
+{
+	return state == CFS_STORE_REMOVING ? "removing" : "active";
+}
+
+static size_t render_stores(char *text, size_t max)
+{
+	struct cfs_pool_store_info info;
+	uint64_t unit = FS()->geom.unit_bytes;
+	size_t n = 0;
+
+	for (unsigned i = 0; cfs_pool_store_at(FS()->pool, i, &info) == 0; i++) {
+		char label[CFS_LABEL_BYTES + 16];
+
+		store_name(info.index, label, sizeof(label));
+		n += (size_t)snprintf(text + n, n < max ? max - n : 0,
+				      "%s index=%" PRIu32 " state=%s size=%" PRIu64 " data=%" PRIu64
+				      " used=%" PRIu64 " free=%" PRIu64 " busy=%" PRIu64
+				      " source=%s\n",
+				      label, info.index, state_name(info.state), info.size_bytes,
+				      info.space.total_units * unit, info.space.used_units * unit,
+				      info.space.free_units * unit, info.space.busy_units * unit,
+				      info.source[0] ? info.source : "-");
+	}
+	return n;
+}
+
+/* The value of name for ino into text; -ENODATA when it has none. */
+static int render(enum name_id id, fuse_ino_t ino, char *text, size_t max, size_t *n)
+{
+	struct cfs_ns_stat_view nv;
+	struct cfs_place place;
+	int ret;
+
+	ret = cfs_ns_stat_pin(FS(), ino, &nv);
+	if (ret)
+		return ret;
+	cfs_ns_unpin(FS(), nv.inode);
+	if (id == NAME_STORES) {
+		if (ino != CFS_ROOT_INO)
+			return -ENODATA;
+		*n = render_stores(text, max);
+		return 0;
+	}
+	if (ino == CFS_ROOT_INO) {
+		char label[CFS_LABEL_BYTES + 16];
+
+		store_name(cfs_pool_default_store(FS()->pool), label, sizeof(label));
+		*n = (size_t)snprintf(text, max, "%s", label);
+		return 0;
+	}
+	if (S_ISREG(nv.mode))
+		return render_chunk_store(ino, text, max, n);
+	if (!S_ISDIR(nv.mode))
+		return -ENODATA;
+	ret = cfs_ns_place_get(FS(), ino, &place);
+	if (ret)
+		return ret;
+	if (place.store == CFS_STORE_NONE)
+		return -ENODATA;
+	{
+		char label[CFS_LABEL_BYTES + 16];
+
+		store_name(place.store, label, sizeof(label));
+		*n = (size_t)snprintf(text, max, "%s", label);
+	}
+	return 0;
+}
+
+void cfs_store_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	enum name_id id = name_of(name);
+	struct cfs_cs_probe_key key = {
+		(uint64_t)fuse_req_ctx(req)->pid, ino,
+		(uint64_t)(uintptr_t)(id == NAME_STORE ? &key_store : &key_stores)};
+	char *text = malloc(TEXT_MAX);
+	size_t n = 0;
+	ssize_t cached;
+	int ret;
+
+	if (!text) {
+		cfs_reply_err(req, -ENOMEM);
+		return;
+	}
+	if (size) {
+		cached = cfs_cs_probe_take(&key, text, size < TEXT_MAX ? size : TEXT_MAX,
+					   cfs_now_ns());
+		if (cached >= 0) {
+			fuse_reply_buf(req, text, (size_t)cached);
+			goto out;
+		}
+	}
+	ret = render(id, ino, text, TEXT_MAX, &n);
+	if (ret) {
+		cfs_reply_err(req, ret);
+	} else if (n >= TEXT_MAX) {
+		cfs_reply_err(req, -E2BIG);
+	} else if (size == 0) {
+		cfs_cs_probe_put(&key, text, n, cfs_now_ns());
+		fuse_reply_xattr(req, n);
+	} else if (n > size) {
+		cfs_reply_err(req, -ERANGE);
+	} else {
+		fuse_reply_buf(req, text, n);
+	}
+out:
+	free(text);
+}
+
+/* ---- setting ------------------------------------------------------------------------ */
+
+/* The owner of the inode, or root, may place it (as chattr). */
+static int may_place(fuse_req_t req, const struct cfs_ns_stat_view *nv)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+
+	return uid == 0 || uid == nv->uid ? 0 : -EPERM;
+}
+
+/* A store named in a setxattr value ("ssd0", "1", with or without a
+ * newline): its index, or CFS_STORE_NONE. */
+static uint32_t parse_store(const char *value, size_t size)
+{
+	if (size && value[size - 1] == '\n')
+		size--;
+	return cfs_pool_find(FS()->pool, value, size);
+}
+
+/* Are all of a chunk's units on `store` already (or has it none)? */
+static int units_only_on(fuse_ino_t ino, uint32_t store, bool *only)
+{
+	struct where w = {0};
+	int ret;
+
+	w.count = cfs_pool_ranges(FS()->pool, w.ranges);
+	ret = cfs_ns_for_each_unit(FS(), ino, where_unit, &w);
+	if (ret)
+		return ret;
+	*only = true;
+	for (unsigned i = 0; i < w.count; i++)
+		if ((w.seen & (1ull << i)) && w.ranges[i].index != store)
+			*only = false;
+	return 0;
+}
+
+int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size)
+{
+	struct cfs_ns_stat_view nv;
+	struct cfs_place place = {CFS_STORE_NONE, CFS_STORE_NONE, 0, 0};
+	uint32_t store;
+	bool only;
+	int ret;
+
+	if (name_of(name) != NAME_STORE)
+		return -EOPNOTSUPP; /* .stores is read-only */
+	ret = cfs_ns_stat_pin(FS(), ino, &nv);
+	if (ret)
+		return ret;
+	cfs_ns_unpin(FS(), nv.inode);
+	if (!S_ISREG(nv.mode) && !S_ISDIR(nv.mode))
+		return -EOPNOTSUPP;
+	ret = may_place(req, &nv);
+	if (ret)
+		return ret;
+	store = parse_store(value, size);
+	if (store == CFS_STORE_NONE)
+		return -EINVAL; /* no such store */
+	if (cfs_pool_store_state(FS()->pool, store) != CFS_STORE_ACTIVE)
+		return -EINVAL; /* being removed: nothing new goes there */
+	place.store = store;
+	if (S_ISREG(nv.mode)) {
+		/* A chunk already there (or without units) is only placed; one
+		 * with units elsewhere needs a move, which comes with the
+		 * mover (fs/POOLS.md, "Moving a chunk online"). */
+		ret = units_only_on(ino, store, &only);
+		if (ret)
+			return ret;
+		if (!only)
+			return -EOPNOTSUPP;
+	}
+	return cfs_ns_place_set(FS(), ino, &place);
+}
+
+int cfs_store_xattr_remove(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct cfs_ns_stat_view nv;
+	struct cfs_place none = {CFS_STORE_NONE, CFS_STORE_NONE, 0, 0};
+	int ret;
+
+	if (name_of(name) != NAME_STORE)
+		return -EOPNOTSUPP;
+	ret = cfs_ns_stat_pin(FS(), ino, &nv);
+	if (ret)
+		return ret;
+	cfs_ns_unpin(FS(), nv.inode);
+	if (!S_ISREG(nv.mode) && !S_ISDIR(nv.mode))
+		return -EOPNOTSUPP;
+	ret = may_place(req, &nv);
+	if (ret)
+		return ret;
+	return cfs_ns_place_set(FS(), ino, &none);
+}
+
+/* ---- listing ------------------------------------------------------------------------ */
+
+size_t cfs_store_xattr_list(fuse_ino_t ino, char *buf, size_t size)
+{
+	static const char chunk[] = CFS_CS_PREFIX "store";
+	static const char root[] = CFS_CS_PREFIX "store\0" CFS_CS_PREFIX "stores";
+	struct cfs_ns_stat_view nv;
+	const char *names;
+	size_t n;
+
+	if (cfs_daemon.hide_stats || !cfs_pool_is_multi(FS()->pool))
+		return 0;
+	if (cfs_ns_stat_pin(FS(), ino, &nv))
+		return 0;
+	cfs_ns_unpin(FS(), nv.inode);
+	if (ino == CFS_ROOT_INO) {
+		names = root;
+		n = sizeof(root);
+	} else if (S_ISREG(nv.mode)) {
+		names = chunk;
+		n = sizeof(chunk);
+	} else {
+		struct cfs_place place;
+
+		/* A directory lists its store when it has one. */
+		if (!S_ISDIR(nv.mode) || cfs_ns_place_get(FS(), ino, &place) ||
+		    place.store == CFS_STORE_NONE)
+			return 0;
+		names = chunk;
+		n = sizeof(chunk);
+	}
+	if (buf && n <= size)
+		memcpy(buf, names, n);
+	return n;
+}
