@@ -9,6 +9,9 @@ ratio = chunkfs / ext4 for every unit; "better" says which way is better
 (higher for rates, lower for times and bytes). paired = the median of the
 per-repetition ratios (the two runs of one repetition ran back to back).
 bench/plot-report.py imports summarize() for the report's tables.
+
+bench/dbsummary.py --ab CSV... — the same for two builds of chunkfs in one
+CSV (bench/build-ab.sh), side by side, with chunkfs B/A.
 """
 import csv
 import statistics
@@ -68,7 +71,36 @@ def fmtu(v, unit):
     return fmt(v)
 
 
+def main_ab(paths):
+    """Two builds in one CSV (bench/build-ab.sh: rev "A:..." and "B:..."):
+    per case and metric the medians of each build and of ext4 beside it,
+    chunkfs B/A, and each build against its ext4."""
+    rows = load(paths)
+    revs = sorted({r["rev"] for r in rows})
+    if len(revs) != 2:
+        raise SystemExit("dbsummary --ab: %d builds in the CSV, want 2" % len(revs))
+    res = {rev: {k[:3]: k[3:] for k in summarize([r for r in rows if r["rev"] == rev])}
+           for rev in revs}
+    a, b = revs
+    print("# A = %s, B = %s (medians; each against the ext4 of its own runs)" % (a, b))
+    print("%-12s %-22s %-7s %10s %10s %8s %10s %10s %8s %8s" %
+          ("case", "metric", "unit", "ext4(A)", "chunkfs A", "A/ext4", "ext4(B)", "chunkfs B",
+           "B/ext4", "B/A"))
+    for k in res[a]:
+        if k not in res[b]:
+            continue
+        ea, ka, ra = res[a][k][:3]
+        eb, kb, rb = res[b][k][:3]
+        print("%-12s %-22s %-7s %10s %10s %8s %10s %10s %8s %8s" %
+              (k + (fmtu(ea, k[2]), fmtu(ka, k[2]), fmt(ra) + "x" if ra else "-",
+                    fmtu(eb, k[2]), fmtu(kb, k[2]), fmt(rb) + "x" if rb else "-",
+                    fmt(kb / ka) + "x" if ka and kb is not None else "-")))
+
+
 def main():
+    if sys.argv[1:2] == ["--ab"]:
+        main_ab(sys.argv[2:])
+        return
     rows = load(sys.argv[1:])
     print("%-12s %-22s %-7s %12s %12s %8s %8s %s" %
           ("case", "metric", "unit", "ext4", "chunkfs", "ratio", "paired", "(medians; better)"))
