@@ -39,6 +39,10 @@
  * from receipt to reply. Device requests carry no statistics pointer: a
  * request split into several device I/Os is still one operation.
  *
+ * Held blocks (held_absorb, fs/fuse/held.h): a small buffered write lands in
+ * the daemon's copy of its 4 KiB block and is answered at once; the block
+ * goes to the store later, whole; see there.
+ *
  * RAM mounts (ram_read, ram_write): the store is memory of this process, so
  * a request over one mapped, contiguous, written run is answered straight
  * from it (READ) or copied straight into it (aligned WRITE), without a
@@ -67,6 +71,7 @@
 
 #include "fs/base/assert.h"
 #include "fs/fuse/data.h"
+#include "fs/fuse/held.h"
 #include "fs/fuse/dio_inval.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
@@ -92,7 +97,9 @@ enum ctx_op {
 	OP_READ = 1,
 	OP_WRITE,
 	OP_ZERO,
-	OP_THEN, /* cfs_data_after_writes(): a parked call of ops.c */
+	OP_THEN,  /* cfs_data_after_writes(): a parked call of ops.c */
+	OP_FLUSH, /* a held block goes to the store (no FUSE request) */
+	OP_FILL,  /* a WRITE to be absorbed reads its blocks first */
 };
 
 struct ctx;
@@ -140,6 +147,20 @@ struct ctx {
 	uint64_t then_args[CFS_DATA_THEN_ARGS_MAX / 8];
 	uint64_t zmap[ZMAP_WORDS]; /* OP_READ: grains that read as zeros */
 	struct ctx *next;	   /* free list, ready list, remote list */
+
+	/* Held blocks (held.h). held_seq: OP_FLUSH, the change it carries;
+	 * the others, the changes they wait for (set by the first admit()). */
+	bool held_noted;
+	bool direct_counted; /* OP_WRITE: counted in inode->direct_writes */
+	uint64_t held_seq;
+	/* OP_FLUSH: its block, [0]. OP_FILL: the write's held_n blocks, the
+	 * taken ones' cfs_held_block.taken, those read (bits), the read's
+	 * bytes at the start of buf (the payload after them). */
+	struct cfs_held_block *held_blk[CFS_HELD_WRITE_BLOCKS];
+	uint64_t fill_taken[CFS_HELD_WRITE_BLOCKS];
+	uint8_t held_n;
+	uint8_t fill_mask;
+	uint32_t fill_bytes;
 	struct part parts[PARTS_PER_ROUND];
 };
 
@@ -163,7 +184,12 @@ struct cfs_loop {
 	uint64_t heap_buffers;	/* arena exhausted: aligned heap buffer used */
 	bool ram;		/* the store is our memory: ram_read(), ram_write() */
 	bool hold_submit;	/* a batch is being dispatched (cfs_loop_hold_submit) */
-	unsigned held_parts;	/* queued during the hold and not yet submitted */
+	unsigned batched_parts; /* queued during the hold and not yet submitted */
+
+	bool absorb;			    /* small buffered writes go to held blocks */
+	bool stopping;			    /* exiting: held blocks go to the store now */
+	struct cfs_held_block *held_timers; /* blocks this loop flushes when due */
+	uint64_t held_due_ns;		    /* the earliest due of them */
 };
 
 static __thread struct cfs_loop *tls_loop;
@@ -270,6 +296,8 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->answered = false;
 	c->drop_cache = 0;
 	c->behind_slot = -1;
+	c->held_noted = false;
+	c->direct_counted = false;
 	c->buf = NULL;
 	c->nparts = 0;
 	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
@@ -308,7 +336,6 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 static void ctx_continue(struct cfs_loop *l, struct ctx *c);
 static void ctx_finish(struct cfs_loop *l, struct ctx *c);
 static void read_go(struct cfs_loop *l, struct ctx *c);
-static void zero_go(struct cfs_loop *l, struct ctx *c);
 
 #define BEHIND_ROUND CFS_IO_SECTOR_MAX
 
@@ -321,21 +348,252 @@ static void ctx_range(const struct ctx *c, uint64_t *a, uint64_t *b)
 	*b = align_up(c->offset_bytes + len, BEHIND_ROUND);
 }
 
+/* ---- held blocks: small writes absorbed (fs/fuse/held.h) -------------------------
+ *
+ * A buffered WRITE of a cached open that touches at most
+ * CFS_HELD_WRITE_BLOCKS blocks, one of them partly, is absorbed: its bytes
+ * go into the file's held copy of each block and it is answered at once,
+ * with no device I/O and no read of the block (held_absorb). A block's copy
+ * is made once: zeros when none of its sectors was ever written, the write's
+ * own bytes when it covers the block, else read from the store by the first
+ * write (OP_FILL, answered when the read is in). Allocation still comes
+ * first (cfs_ns_map_for_write), so ENOSPC fails the write() itself.
+ *
+ * A changed block goes to the store whole, by one aligned write from a copy
+ * (OP_FLUSH; writes may go on changing the block meanwhile): when a write
+ * reaches its end (an appender moved on), after CFS_HELD_DELAY_NS (the loop
+ * that listed it keeps a timer list), before a READ of its bytes reaches
+ * the store, before an unabsorbed write of its bytes goes to the store, and
+ * for every fsync, SEEK_DATA/HOLE, truncate or punch: admit() waits for the
+ * changes each of these must see (by sequence number, held.h). A flush's
+ * failure is the file's next fsync's error, as for a write-behind.
+ * A truncate that cuts, a punch and O_TRUNC drop the file's held blocks
+ * (their bytes would be old); the last close drops those with nothing to
+ * write.
+ *
+ * Contexts. A flush needs one, besides the request that asked for it; a loop
+ * receives a request only while CFS_HELD_SLOTS + 1 are free, so the flushes
+ * one request starts always find one. A flush that finds none (the timer,
+ * a request resumed later) is left to the timer, due now.
+ *
+ * What stays as it was: O_DIRECT writes, uncached opens, RAM mounts (their
+ * writes are copies already) and -o writethrough do not absorb; a write in
+ * flight from the store (O_DIRECT through a cached open) keeps its file from
+ * taking new blocks until it is done, since its bytes are in no held copy.
+ */
+#define HB CFS_HELD_BLOCK_BYTES
+
+/* Flushes started under the inode lock, submitted after it (held_launch). */
+struct held_launch {
+	struct ctx *c[CFS_HELD_SLOTS];
+	unsigned n;
+};
+
+static void parts_go(struct cfs_loop *l, struct ctx *c);
+static struct part *part_new(struct ctx *c, uint8_t op, uint64_t file_offset_bytes,
+			     uint64_t device_offset_bytes, uint32_t length_bytes, void *buf,
+			     bool rmw);
+
+/* Under the lock: the counts lock-free checks read (admit's fast path). */
+static void held_mirror(struct cfs_inode *inode)
+{
+	uint32_t blocks = 0, pending = 0;
+
+	if (inode->held)
+		cfs_held_counts(inode->held, &blocks, &pending);
+	atomic_store_explicit(&inode->held_blocks, blocks, memory_order_release);
+	atomic_store_explicit(&inode->held_pending, pending, memory_order_release);
+}
+
+/* Requests of inode parked on other loops may go now: wake those loops. */
+static void wake_parked(struct cfs_loop *l, struct cfs_inode *inode)
+{
+	uint64_t one = 1;
+
+	if (!atomic_load_explicit(&inode->behind_waiters, memory_order_acquire))
+		return;
+	for (unsigned i = 0; i < l->d->loop_count; i++) {
+		struct cfs_loop *o = l->d->loops[i];
+
+		if (o != l && write(o->remote_fd, &one, sizeof(one)) != sizeof(one)) {
+			/* the counter is far from overflowing */
+		}
+	}
+}
+
+/* Under the lock: l's timer flushes blk when it is due (an I/O reference
+ * keeps the inode while it is listed). */
+static void held_list(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_held_block *blk)
+{
+	if (blk->listed)
+		return;
+	blk->listed = true;
+	blk->timer_loop = l;
+	blk->timer_inode = inode;
+	blk->timer_next = l->held_timers;
+	l->held_timers = blk;
+	cfs_ns_io_begin(inode);
+	if (blk->due_ns < l->held_due_ns)
+		l->held_due_ns = blk->due_ns;
+}
+
+/* Under the lock: c becomes the flush of blk (LIVE, not flushing). The
+ * device offset is looked up here, under the lock, so a truncate cannot
+ * slip in between and send the old bytes to a unit mapped again since.
+ * A block no longer mapped (its range was cut) is written nowhere. */
+static void flush_arm(struct cfs_loop *l, struct ctx *c, struct cfs_inode *inode,
+		      struct cfs_held_block *blk)
+{
+	struct cfs_extent_run run;
+	uint64_t off = blk->file_offset_bytes;
+	uint32_t start, end;
+
+	c->held_seq = cfs_held_flush_begin(blk, c->buf, &start, &end);
+	/* Only the sectors changed since the last flush: the written-state
+	 * stays exact (SEEK_HOLE), and a record a second is a sector write. */
+	start = (uint32_t)align_down(start, l->granule_bytes);
+	end = (uint32_t)align_up(end, l->granule_bytes);
+	c->held_blk[0] = blk;
+	c->offset_bytes = c->base_bytes = off;
+	c->length_bytes = HB;
+	c->cursor_bytes = c->end_bytes = off + HB; /* nothing to prepare */
+	c->nparts = 0;
+	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
+	if (start < end && !cfs_extent_lookup(inode->map, off, HB, &run) && run.mapped &&
+	    run.length_bytes >= HB)
+		part_new(c, CFS_IO_WRITE, off + start, run.device_offset_bytes + start, end - start,
+			 c->buf + start, false);
+}
+
+/* Under the lock: start a flush of blk on l, to be submitted by
+ * held_launch(). False when l has no free context or buffer. */
+static bool held_flush_prepare(struct cfs_loop *l, struct cfs_inode *inode,
+			       struct cfs_held_block *blk, struct held_launch *go)
+{
+	struct ctx *c;
+	uint8_t *buf;
+
+	if (!l->free || go->n == CFS_HELD_SLOTS)
+		return false;
+	buf = cfs_ioq_buf_get(l->q, HB);
+	if (!buf)
+		return false;
+	c = ctx_start(l, NULL, inode, OP_FLUSH);
+	c->buf = buf;
+	c->buf_bytes = HB;
+	c->answered = true; /* no FUSE request behind it */
+	flush_arm(l, c, inode, blk);
+	go->c[go->n++] = c;
+	return true;
+}
+
+static void held_launch(struct cfs_loop *l, struct held_launch *go)
+{
+	for (unsigned i = 0; i < go->n; i++)
+		parts_go(l, go->c[i]);
+	go->n = 0;
+}
+
+/* Under the lock: blk's changes are wanted on the store now. */
+static void held_kick(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_held_block *blk,
+		      struct held_launch *go)
+{
+	if (blk->state != CFS_HELD_LIVE || !cfs_held_dirty(blk))
+		return;
+	if (blk->flushing) {
+		blk->want = true; /* the flush in flight starts the next */
+		return;
+	}
+	if (held_flush_prepare(l, inode, blk, go))
+		return;
+	/* No context: the timer of the loop that listed it does it. */
+	blk->due_ns = 0;
+	held_list(l, inode, blk);
+	if (blk->timer_loop == l)
+		l->held_due_ns = 0;
+}
+
+/*
+ * Under the lock, from admit(): may c start as far as the held blocks of its
+ * file are concerned? [a, b): c's range (not used by drains, which look at
+ * every block). Kicks the flushes c waits for.
+ */
+static bool held_admit(struct cfs_loop *l, struct ctx *c, uint64_t a, uint64_t b, bool drain,
+		       struct held_launch *go)
+{
+	struct cfs_inode *inode = c->inode;
+	struct cfs_held *h = inode->held;
+	bool ok = true;
+
+	if (!c->held_noted) {
+		/* What it must see: every change made before it arrived. */
+		c->held_seq = h->seq;
+		c->held_noted = true;
+	}
+	for (unsigned i = 0; i < CFS_HELD_SLOTS; i++) {
+		struct cfs_held_block *blk = &h->block[i];
+
+		if (blk->state == CFS_HELD_FREE || (!drain && !cfs_held_overlaps(blk, a, b)))
+			continue;
+		if (c->op == OP_FILL) {
+			/* An older flush of these bytes must land before the
+			 * store is read for them. */
+			if (blk->state == CFS_HELD_DEAD || blk->flushing)
+				ok = false;
+			continue;
+		}
+		if (blk->state == CFS_HELD_FILLING) {
+			/* A write not yet answered: a READ need not see it, a
+			 * drain waits (a truncate must not cut under it). */
+			if (c->op != OP_READ)
+				ok = false;
+			continue;
+		}
+		if (c->op != OP_WRITE) {
+			/* READ, fsync, seek, truncate, punch. */
+			if (cfs_held_needs_flush(blk, c->held_seq))
+				held_kick(l, inode, blk, go);
+			if (cfs_held_unstored(blk, c->held_seq))
+				ok = false;
+			continue;
+		}
+		/* A WRITE not absorbed: the held copy goes to the store first
+		 * and is forgotten (its bytes would be old after this write). */
+		if (blk->state == CFS_HELD_LIVE && cfs_held_dirty(blk)) {
+			held_kick(l, inode, blk, go);
+			if (cfs_held_dirty(blk)) {
+				ok = false; /* wanted, or left to the timer */
+				continue;
+			}
+		}
+		if (blk->state == CFS_HELD_LIVE)
+			cfs_held_forget(blk);
+		if (blk->state == CFS_HELD_DEAD)
+			ok = false;
+	}
+	return ok;
+}
+
 /*
  * May c start now? A READ or WRITE when no write-behind of its file overlaps
- * it (a write-behind also needs a free slot, which it takes); an fsync, seek
- * or zeroing (first call: !parked) when every write-behind of the file that
- * was there at its first call is done.
+ * it (a write-behind also needs a free slot, which it takes) and the held
+ * blocks it overlaps let it (held_admit); an fsync, seek or zeroing (first
+ * call: !parked) when every write-behind of the file that was there at its
+ * first call is done, and so are the changes of its held blocks.
  */
-static bool admit(struct ctx *c, bool parked)
+static bool admit(struct cfs_loop *l, struct ctx *c, bool parked)
 {
 	struct cfs_inode *inode = c->inode;
 	struct cfs_behind *slot = NULL;
+	struct held_launch go = {.n = 0};
 	uint64_t a = 0, b = 0;
-	bool drain = c->op != OP_READ && c->op != OP_WRITE;
+	bool drain = c->op != OP_READ && c->op != OP_WRITE && c->op != OP_FILL;
+	bool writes = c->op == OP_WRITE || c->op == OP_FILL;
 	bool ok = true;
 
-	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire))
+	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire) &&
+	    !atomic_load_explicit(writes ? &inode->held_blocks : &inode->held_pending,
+				  memory_order_acquire))
 		return true;
 	if (!drain)
 		ctx_range(c, &a, &b);
@@ -350,6 +608,11 @@ static bool admit(struct ctx *c, bool parked)
 		else if (drain ? r->seq <= c->behind_seq : r->start_bytes < b && a < r->end_bytes)
 			ok = false;
 	}
+	if (inode->held) {
+		if (!held_admit(l, c, a, b, drain, &go))
+			ok = false;
+		held_mirror(inode);
+	}
 	if (ok && c->behind) {
 		if (!slot) {
 			ok = false;
@@ -362,6 +625,7 @@ static bool admit(struct ctx *c, bool parked)
 		}
 	}
 	pthread_mutex_unlock(&inode->lock);
+	held_launch(l, &go);
 	return ok;
 }
 
@@ -369,7 +633,7 @@ static bool admit(struct ctx *c, bool parked)
 static void admit_or_park(struct cfs_loop *l, struct ctx *c,
 			  void (*go)(struct cfs_loop *, struct ctx *))
 {
-	if (admit(c, false)) {
+	if (admit(l, c, false)) {
 		go(l, c);
 		return;
 	}
@@ -399,10 +663,13 @@ static void resume(struct cfs_loop *l, struct ctx *c)
 		ctx_continue(l, c);
 		break;
 	case OP_ZERO:
-		zero_go(l, c);
+		parts_go(l, c);
 		break;
 	case OP_THEN:
 		then_go(l, c);
+		break;
+	case OP_FILL:
+		ctx_continue(l, c);
 		break;
 	default:
 		CFS_ASSERT(!"parked request of no kind");
@@ -418,7 +685,7 @@ static bool run_parked(struct cfs_loop *l)
 	while (c) {
 		struct ctx *next = c->next;
 
-		if (!admit(c, true)) {
+		if (!admit(l, c, true)) {
 			prev = c;
 			c = next;
 			continue;
@@ -453,22 +720,13 @@ static void behind_answer(struct cfs_loop *l, struct ctx *c)
 static void behind_done(struct cfs_loop *l, struct ctx *c)
 {
 	struct cfs_inode *inode = c->inode;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&inode->lock);
 	inode->behind[c->behind_slot].end_bytes = 0;
 	atomic_fetch_sub_explicit(&inode->behind_writes, 1, memory_order_acq_rel);
 	pthread_mutex_unlock(&inode->lock);
 	c->behind_slot = -1;
-	if (!atomic_load_explicit(&inode->behind_waiters, memory_order_acquire))
-		return;
-	for (unsigned i = 0; i < l->d->loop_count; i++) {
-		struct cfs_loop *o = l->d->loops[i];
-
-		if (o != l && write(o->remote_fd, &one, sizeof(one)) != sizeof(one)) {
-			/* the counter is far from overflowing */
-		}
-	}
+	wake_parked(l, inode);
 }
 
 void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
@@ -478,7 +736,9 @@ void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_the
 	struct ctx *c;
 
 	CFS_ASSERT(args_bytes <= CFS_DATA_THEN_ARGS_MAX);
-	if (!l || !inode || !atomic_load_explicit(&inode->behind_writes, memory_order_acquire)) {
+	if (!l || !inode ||
+	    (!atomic_load_explicit(&inode->behind_writes, memory_order_acquire) &&
+	     !atomic_load_explicit(&inode->held_pending, memory_order_acquire))) {
 		fn(req, inode, args);
 		return;
 	}
@@ -522,14 +782,179 @@ static void zmap_apply(struct ctx *c)
 	}
 }
 
+/* A write the store failed is also the next fsync's answer: an application
+ * that only checks fsync (PostgreSQL) must not be told the data is safe.
+ * Refusals of the request itself (EINVAL, EFBIG, EROFS) are not kept;
+ * ENOSPC is, as Linux reports it to fsync. */
+static void keep_write_error(struct cfs_inode *inode, int err)
+{
+	int none = 0;
+
+	if (inode && err && err != -EINVAL && err != -EFBIG && err != -EROFS)
+		atomic_compare_exchange_strong(&inode->write_error, &none, err);
+}
+
+/* A flush landed (or failed). Another flush of the block, if one is wanted,
+ * goes at once in the same context. */
+static void held_flushed(struct cfs_loop *l, struct ctx *c, int err)
+{
+	struct cfs_inode *inode = c->inode;
+	struct cfs_held_block *blk = c->held_blk[0];
+	bool again;
+
+	keep_write_error(inode, err);
+	pthread_mutex_lock(&inode->lock);
+	again = cfs_held_flush_end(blk, c->held_seq);
+	if (again)
+		flush_arm(l, c, inode, blk);
+	held_mirror(inode);
+	pthread_mutex_unlock(&inode->lock);
+	/* blk may be taken or freed from here on, unless again. */
+	wake_parked(l, inode);
+	if (again) {
+		parts_go(l, c);
+		return;
+	}
+	cfs_ns_io_end(l->d->fs, inode);
+	ctx_put(l, c);
+}
+
+/*
+ * Under the lock: the write [offset, +size) goes into its blocks blk[0..n)
+ * (all LIVE). A block the write fills to its end is flushed now (an appender
+ * has moved on); another waits for the delay on l's timer list.
+ */
+static void held_apply(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_held_block **blk,
+		       unsigned n, uint64_t offset, const uint8_t *data, uint32_t size,
+		       struct held_launch *go)
+{
+	uint64_t first = align_down(offset, HB), end = offset + size;
+	uint64_t now = cfs_now_ns();
+
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t b = first + (uint64_t)i * HB;
+		uint64_t lo = offset > b ? offset : b, hi = min_u64(end, b + HB);
+		bool was_clean = !cfs_held_dirty(blk[i]);
+
+		cfs_held_write(inode->held, blk[i], (uint32_t)(lo - b), data + (lo - offset),
+			       (uint32_t)(hi - lo));
+		if (hi == b + HB) {
+			held_kick(l, inode, blk[i], go);
+			continue;
+		}
+		if (was_clean)
+			blk[i]->due_ns = now + CFS_HELD_DELAY_NS;
+		held_list(l, inode, blk[i]);
+	}
+}
+
+/* The bytes an absorbed write brought: in c's buffer after the blocks read
+ * (OP_FILL), laid out as a write-behind's buffer (held_filled's fallback). */
+static uint8_t *fill_payload(const struct cfs_loop *l, const struct ctx *c)
+{
+	return c->buf + c->fill_bytes +
+	       (c->offset_bytes - align_down(c->offset_bytes, l->granule_bytes));
+}
+
+/* The blocks of an OP_FILL write read in (or failed): make them LIVE, apply
+ * the write and answer it. If a block was dropped meanwhile (O_TRUNC), the
+ * write goes the write-behind way instead. */
+static void held_filled(struct cfs_loop *l, struct ctx *c, int err)
+{
+	struct cfs_inode *inode = c->inode;
+	struct cfs_held *h;
+	struct cfs_held_block *blk[CFS_HELD_WRITE_BLOCKS];
+	struct held_launch go = {.n = 0};
+	uint64_t first = align_down(c->offset_bytes, HB);
+	uint64_t fill_start = c->base_bytes;
+	bool lost = false;
+
+	if (!err)
+		zmap_apply(c);
+	pthread_mutex_lock(&inode->lock);
+	h = inode->held;
+	for (unsigned i = 0; i < c->held_n; i++) {
+		uint64_t b = first + (uint64_t)i * HB;
+
+		blk[i] = c->held_blk[i];
+		if (c->fill_taken[i]) {
+			if (blk[i]->state != CFS_HELD_FILLING || blk[i]->taken != c->fill_taken[i])
+				lost = true;
+		} else if (!(blk[i] = cfs_held_find(h, b)) || blk[i]->state != CFS_HELD_LIVE) {
+			lost = true; /* held before, dropped meanwhile */
+		}
+	}
+	if (err || lost) {
+		for (unsigned i = 0; i < c->held_n; i++)
+			if (c->fill_taken[i] && c->held_blk[i]->state == CFS_HELD_FILLING &&
+			    c->held_blk[i]->taken == c->fill_taken[i])
+				cfs_held_forget(c->held_blk[i]);
+		held_mirror(inode);
+		pthread_mutex_unlock(&inode->lock);
+		wake_parked(l, inode);
+		if (err) {
+			cfs_cs_request_done(c->stats, CFS_IO_WRITE, err, 0,
+					    cfs_now_ns() - c->start_ns, CFS_CS_RMW);
+			cfs_reply_err(c->req, err);
+			cfs_ns_io_end(l->d->fs, inode);
+			ctx_put(l, c);
+			return;
+		}
+		/* Move the payload where a write-behind wants it. */
+		c->buf_bytes -= c->fill_bytes;
+		memmove(c->buf, c->buf + c->fill_bytes, c->buf_bytes);
+		c->op = OP_WRITE;
+		c->behind = true;
+		c->held_noted = false;
+		c->base_bytes = align_down(c->offset_bytes, l->granule_bytes);
+		c->cursor_bytes = c->offset_bytes;
+		c->end_bytes = c->offset_bytes + c->length_bytes;
+		cfs_cs_request_begin(c->stats);
+		admit_or_park(l, c, ctx_continue);
+		return;
+	}
+	for (unsigned i = 0; i < c->held_n; i++) {
+		if (!c->fill_taken[i])
+			continue;
+		if (c->fill_mask & (1u << i))
+			memcpy(blk[i]->bytes, c->buf + (blk[i]->file_offset_bytes - fill_start),
+			       HB);
+		blk[i]->state = CFS_HELD_LIVE;
+	}
+	held_apply(l, inode, blk, c->held_n, c->offset_bytes, fill_payload(l, c), c->length_bytes,
+		   &go);
+	held_mirror(inode);
+	pthread_mutex_unlock(&inode->lock);
+	held_launch(l, &go);
+	cfs_ns_write_done(l->d->fs, inode, c->offset_bytes, c->length_bytes);
+	cfs_cs_request_done(c->stats, CFS_IO_WRITE, 0, c->length_bytes, cfs_now_ns() - c->start_ns,
+			    CFS_CS_RMW);
+	fuse_reply_write(c->req, c->length_bytes);
+	cfs_ns_io_end(l->d->fs, inode);
+	ctx_put(l, c);
+}
+
 static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 {
 	struct cfs_fs *fs = l->d->fs;
 	int err = atomic_load_explicit(&c->error, memory_order_acquire);
 
+	if (c->direct_counted) {
+		/* Its sectors are marked: the file may take held blocks again. */
+		atomic_fetch_sub_explicit(&c->inode->direct_writes, 1, memory_order_seq_cst);
+		c->direct_counted = false;
+	}
+	if (c->op == OP_FLUSH) {
+		held_flushed(l, c, err);
+		return;
+	}
+	if (c->op == OP_FILL) {
+		held_filled(l, c, err);
+		return;
+	}
 	if (c->op == OP_WRITE && !err && !c->answered)
 		cfs_ns_write_done(fs, c->inode, c->offset_bytes, c->length_bytes);
-	if (c->op != OP_ZERO) {
+	if (c->op == OP_READ || c->op == OP_WRITE) {
 		unsigned flags = CFS_CS_INFLIGHT | (c->rmw ? CFS_CS_RMW : 0);
 
 		/* A direct read that crossed the end of the chunk: the database
@@ -547,16 +972,8 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		ctx_put(l, c);
 		return;
 	}
-	/* A write the store failed is also the next fsync's answer: an
-	 * application that only checks fsync (PostgreSQL) must not be told
-	 * the data is safe. Refusals of the request itself (EINVAL, EFBIG,
-	 * EROFS) are not kept; ENOSPC is, as Linux reports it to fsync. */
-	if (c->op == OP_WRITE && err && c->inode && err != -EINVAL && err != -EFBIG &&
-	    err != -EROFS) {
-		int none = 0;
-
-		atomic_compare_exchange_strong(&c->inode->write_error, &none, err);
-	}
+	if (c->op == OP_WRITE)
+		keep_write_error(c->inode, err);
 	if (c->behind_slot >= 0)
 		behind_done(l, c);
 	if (c->answered) {
@@ -643,7 +1060,7 @@ static void part_done(struct cfs_io_req *req, int res)
 
 	/* Plain writes mark their sectors here; read-modify-writes did it in
 	 * part_rmw_written(), under their range lock. */
-	if (res >= 0 && p->ctx->op == OP_WRITE && !p->is_rmw)
+	if (res >= 0 && (p->ctx->op == OP_WRITE || p->ctx->op == OP_FLUSH) && !p->is_rmw)
 		res = part_mark(p, req->offset_bytes, req->length_bytes);
 	part_end(p, res);
 }
@@ -873,7 +1290,7 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 		return;
 	}
 	c->nparts = 0;
-	if (c->op == OP_READ)
+	if (c->op == OP_READ || c->op == OP_FILL)
 		ret = prepare_read(l, c);
 	else if (c->op == OP_WRITE)
 		ret = prepare_write(l, c);
@@ -907,11 +1324,11 @@ static void ctx_continue(struct cfs_loop *l, struct ctx *c)
 	 * one submit tells the device about all of them (a virtio notify is a
 	 * VM exit). */
 	if (l->hold_submit && c->length_bytes < SUBMIT_NOW_FROM_BYTES &&
-	    cfs_ioq_inflight(l->q) >= l->held_parts + c->nparts + SUBMIT_NOW_BELOW) {
-		l->held_parts += c->nparts;
+	    cfs_ioq_inflight(l->q) >= l->batched_parts + c->nparts + SUBMIT_NOW_BELOW) {
+		l->batched_parts += c->nparts;
 	} else {
 		cfs_ioq_submit(l->q);
-		l->held_parts = 0;
+		l->batched_parts = 0;
 	}
 	if (atomic_fetch_sub_explicit(&c->pending, 1, memory_order_acq_rel) == 1)
 		round_done(c);
@@ -1092,6 +1509,121 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 	ctx_continue(l, c);
 }
 
+/* Under the lock: block b of inode (not held) reads as zeros: none of its
+ * sectors was ever written, and nothing in flight may write it. */
+static bool block_zero(struct cfs_inode *inode, uint64_t b)
+{
+	bool written = true;
+
+	if (cfs_held_any(inode->held, b, b + HB)) /* an old flush of it in flight */
+		return false;
+	for (int i = 0; i < CFS_BEHIND_N; i++)
+		if (inode->behind[i].end_bytes && inode->behind[i].start_bytes < b + HB &&
+		    b < inode->behind[i].end_bytes)
+			return false;
+	return cfs_extent_written_span(inode->map, b, HB, &written) >= HB && !written;
+}
+
+/*
+ * Absorb the buffered WRITE [offset, +size) of inode (mapped already) into
+ * held blocks. 1: answered; 2: its blocks are being read (OP_FILL), the
+ * fill answers it; 0: not absorbed (the write-behind path takes it).
+ */
+static int held_absorb(struct cfs_loop *l, fuse_req_t req, struct cfs_inode *inode,
+		       const void *data, uint32_t size, uint64_t offset)
+{
+	uint64_t start_ns = CFS_STATS_ENABLED ? cfs_now_ns() : 0;
+	uint64_t first = align_down(offset, HB), end = offset + size;
+	unsigned n = (unsigned)((align_up(end, HB) - first) / HB), fill_mask = 0, lo = 0, hi = 0;
+	bool partial = offset % HB || end % HB;
+	struct cfs_held_block *blk[CFS_HELD_WRITE_BLOCKS] = {NULL};
+	uint64_t taken[CFS_HELD_WRITE_BLOCKS] = {0};
+	struct held_launch go = {.n = 0};
+	struct cfs_held *h;
+	uint32_t area;
+	struct ctx *c;
+
+	/* Whole blocks only join blocks already held (their copy would be
+	 * old); alone they are plain aligned write-behinds. */
+	if (n > CFS_HELD_WRITE_BLOCKS ||
+	    (!partial && !atomic_load_explicit(&inode->held_blocks, memory_order_acquire)))
+		return 0;
+	pthread_mutex_lock(&inode->lock);
+	h = inode->held;
+	if (!h && (!partial || !(h = inode->held = cfs_held_new())))
+		goto out_unlock;
+	/* A write answered from the store is in flight: its bytes are in no
+	 * held copy, and the written-state is not final. */
+	if (atomic_load(&inode->direct_writes))
+		goto out_unlock;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t b = first + (uint64_t)i * HB;
+
+		blk[i] = cfs_held_find(h, b);
+		if (blk[i]) {
+			if (blk[i]->state != CFS_HELD_LIVE)
+				goto out_undo; /* another write is reading it */
+			continue;
+		}
+		if (!(offset <= b && b + HB <= end) && !block_zero(inode, b))
+			fill_mask |= 1u << i;
+		blk[i] = cfs_held_take(h, b, first, first + (uint64_t)n * HB);
+		if (!blk[i])
+			goto out_undo;
+		taken[i] = blk[i]->taken;
+	}
+	if (!fill_mask) {
+		for (unsigned i = 0; i < n; i++)
+			if (taken[i])
+				blk[i]->state = CFS_HELD_LIVE;
+		held_apply(l, inode, blk, n, offset, data, size, &go);
+		held_mirror(inode);
+		pthread_mutex_unlock(&inode->lock);
+		held_launch(l, &go);
+		cfs_ns_write_done(l->d->fs, inode, offset, size);
+		cfs_cs_request_done(cfs_ns_inode_stats(inode), CFS_IO_WRITE, 0, size,
+				    CFS_STATS_ENABLED ? cfs_now_ns() - start_ns : 0, 0);
+		fuse_reply_write(req, size);
+		return 1;
+	}
+	held_mirror(inode);
+	pthread_mutex_unlock(&inode->lock);
+
+	/* Read the blocks that need it (lo..hi), the payload after them. */
+	lo = (unsigned)__builtin_ctz(fill_mask);
+	hi = 31u - (unsigned)__builtin_clz(fill_mask);
+	area = (uint32_t)(align_up(end, l->granule_bytes) - align_down(offset, l->granule_bytes));
+	c = ctx_start(l, req, inode, OP_FILL);
+	c->offset_bytes = offset;
+	c->length_bytes = size;
+	c->held_n = (uint8_t)n;
+	c->fill_mask = (uint8_t)fill_mask;
+	for (unsigned i = 0; i < n; i++) {
+		c->held_blk[i] = blk[i];
+		c->fill_taken[i] = taken[i];
+	}
+	c->base_bytes = c->cursor_bytes = first + (uint64_t)lo * HB;
+	c->end_bytes = first + (uint64_t)(hi + 1) * HB;
+	c->fill_bytes = (uint32_t)(c->end_bytes - c->base_bytes);
+	memset(c->zmap, 0, sizeof(c->zmap));
+	if (ctx_buf(l, c, c->fill_bytes + area)) {
+		held_filled(l, c, -ENOMEM);
+		return 2;
+	}
+	memcpy(fill_payload(l, c), data, size);
+	admit_or_park(l, c, ctx_continue);
+	return 2;
+
+out_undo:
+	for (unsigned i = 0; i < n; i++)
+		if (taken[i])
+			cfs_held_forget(blk[i]);
+out_unlock:
+	held_mirror(inode);
+	pthread_mutex_unlock(&inode->lock);
+	return 0;
+}
+
 int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, const void *data,
 		   size_t size, uint64_t offset)
 {
@@ -1133,6 +1665,11 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
 	if (ret)
 		goto out_refused; /* ENOSPC is the DBA's most likely error */
+	/* Small buffered writes of cached opens: into held blocks. */
+	if (l->absorb && l->d->write_behind &&
+	    !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED)) &&
+	    held_absorb(l, req, inode, data, (uint32_t)size, offset))
+		return 0;
 	c = ctx_start(l, req, inode, OP_WRITE);
 	c->offset_bytes = offset;
 	c->length_bytes = (uint32_t)size;
@@ -1147,7 +1684,15 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	 * and uncached opens are answered from the store. */
 	c->behind = !l->ram && l->d->write_behind &&
 		    !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED));
-	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire)) {
+	if (l->absorb && (file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED)) == CFS_FILE_DIRECT) {
+		/* O_DIRECT through the kernel's direct path (the file has
+		 * cached opens, which absorb): until it is on the store, no
+		 * new held block of this file (held_absorb). */
+		atomic_fetch_add_explicit(&inode->direct_writes, 1, memory_order_seq_cst);
+		c->direct_counted = true;
+	}
+	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire) &&
+	    !atomic_load_explicit(&inode->held_blocks, memory_order_acquire)) {
 		size_t rb_bytes = 0;
 		void *rb = reply_buf(&rb_bytes);
 
@@ -1181,6 +1726,33 @@ out_refused:
 	return ret;
 }
 
+void cfs_data_drop_held(struct cfs_inode *inode)
+{
+	if (!atomic_load_explicit(&inode->held_blocks, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&inode->lock);
+	if (inode->held)
+		cfs_held_drop(inode->held);
+	held_mirror(inode);
+	pthread_mutex_unlock(&inode->lock);
+	if (tls_loop)
+		wake_parked(tls_loop, inode);
+}
+
+void cfs_data_closed(struct cfs_inode *inode)
+{
+	pthread_mutex_lock(&inode->lock);
+	if (inode->held && inode->cached_opens == 0) {
+		cfs_held_drop_clean(inode->held);
+		if (cfs_held_unused(inode->held)) {
+			free(inode->held);
+			inode->held = NULL;
+		}
+		held_mirror(inode);
+	}
+	pthread_mutex_unlock(&inode->lock);
+}
+
 int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct cfs_attr *attr)
 {
 	struct cfs_loop *l = tls_loop;
@@ -1203,13 +1775,13 @@ int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct c
 		part_new(c, CFS_IO_WRITE, 0, zero->device_offset_bytes[i], zero->length_bytes[i],
 			 (void *)zero_sector, true);
 	if (c->inode)
-		admit_or_park(l, c, zero_go); /* after the file's write-behind */
+		admit_or_park(l, c, parts_go); /* after the file's write-behind */
 	else
-		zero_go(l, c);
+		parts_go(l, c);
 	return 0;
 }
 
-static void zero_go(struct cfs_loop *l, struct ctx *c)
+static void parts_go(struct cfs_loop *l, struct ctx *c)
 {
 	atomic_store_explicit(&c->pending, c->nparts + 1, memory_order_relaxed);
 	for (unsigned i = 0; i < c->nparts; i++)
@@ -1247,12 +1819,19 @@ int cfs_loop_remote_fd(const struct cfs_loop *l)
 
 bool cfs_loop_can_receive(const struct cfs_loop *l)
 {
-	return l->free_count > 0;
+	/* Room for the request and for the flushes it may start (held_kick). */
+	return l->free_count > (l->absorb ? CFS_HELD_SLOTS : 0);
 }
 
 bool cfs_loop_idle(const struct cfs_loop *l)
 {
-	return l->free_count == CFS_LOOP_CONTEXTS && cfs_ioq_inflight(l->q) == 0;
+	return l->free_count == CFS_LOOP_CONTEXTS && cfs_ioq_inflight(l->q) == 0 && !l->held_timers;
+}
+
+void cfs_loop_stopping(struct cfs_loop *l)
+{
+	l->stopping = true;
+	l->held_due_ns = 0;
 }
 
 int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
@@ -1265,6 +1844,15 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
 		return 0; /* replies waiting: cfs_loop_work yielded to receive */
 	if (l->retry_head || l->parked_head)
 		return 1;
+	if (l->held_timers) {
+		/* Held blocks to flush when due (at least 1 ms while no
+		 * context is free to flush them). */
+		uint64_t now = cfs_now_ns();
+
+		if (l->held_due_ns <= now)
+			return l->free ? 0 : 1;
+		return (int)((l->held_due_ns - now + 999999u) / 1000000u);
+	}
 	if (l->queue_fd < 0 && (cfs_ioq_inflight(l->q) || l->free_count != CFS_LOOP_CONTEXTS))
 		return 1;
 	return -1;
@@ -1273,10 +1861,51 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
 void cfs_loop_hold_submit(struct cfs_loop *l, bool hold)
 {
 	l->hold_submit = hold;
-	if (!hold && l->held_parts) {
+	if (!hold && l->batched_parts) {
 		cfs_ioq_submit(l->q);
-		l->held_parts = 0;
+		l->batched_parts = 0;
 	}
+}
+
+/* The held blocks listed on l that are due: flush them (held_list). Blocks
+ * with nothing left to flush leave the list. */
+static void held_timers_run(struct cfs_loop *l)
+{
+	struct cfs_held_block **pp = &l->held_timers, *blk;
+	uint64_t now = cfs_now_ns(), next = UINT64_MAX;
+
+	if (l->held_due_ns > now)
+		return;
+	while ((blk = *pp)) {
+		struct cfs_inode *inode = blk->timer_inode;
+		struct held_launch go = {.n = 0};
+		bool keep = false;
+
+		pthread_mutex_lock(&inode->lock);
+		if (blk->state == CFS_HELD_LIVE && cfs_held_dirty(blk)) {
+			if (blk->due_ns > now && !l->stopping)
+				keep = true;
+			else if (blk->flushing)
+				blk->want = true; /* that flush starts the next */
+			else if (!held_flush_prepare(l, inode, blk, &go))
+				keep = true; /* no context free: again soon */
+		}
+		if (keep) {
+			if (blk->due_ns < next)
+				next = blk->due_ns;
+			pp = &blk->timer_next;
+		} else {
+			*pp = blk->timer_next;
+			blk->listed = false;
+			blk->timer_next = NULL;
+		}
+		held_mirror(inode);
+		pthread_mutex_unlock(&inode->lock);
+		held_launch(l, &go);
+		if (!keep)
+			cfs_ns_io_end(l->d->fs, inode); /* held_list's reference */
+	}
+	l->held_due_ns = next;
 }
 
 #define YIELD_AFTER_READ_BYTES (256u << 10)
@@ -1316,6 +1945,8 @@ void cfs_loop_work(struct cfs_loop *l)
 		}
 		if (l->parked_head && run_parked(l))
 			progress = true;
+		if (l->held_timers)
+			held_timers_run(l);
 		cfs_ioq_submit(l->q);
 		if (!progress)
 			break;
@@ -1357,6 +1988,9 @@ static int loop_create(struct cfs_daemon *d, unsigned index, struct cfs_loop **o
 	l->ram = cfs_io_ram_ptr(d->io, 0, 0) != NULL;
 	if (geo->mem_align_bytes > l->granule_bytes)
 		l->granule_bytes = geo->mem_align_bytes;
+	/* Held blocks are flushed by aligned whole-block writes. */
+	l->absorb = !l->ram && HB % l->granule_bytes == 0;
+	l->held_due_ns = UINT64_MAX;
 
 	ret = cfs_ioq_create(d->io, &qcfg, &l->q);
 	if (ret)

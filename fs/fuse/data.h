@@ -66,6 +66,9 @@ void cfs_loop_work(struct cfs_loop *l);
  * submitted; releasing submits it in one system call. */
 void cfs_loop_hold_submit(struct cfs_loop *l, bool hold);
 bool cfs_loop_idle(const struct cfs_loop *l);
+/* The loop is exiting: held blocks go to the store now (cfs_loop_idle is
+ * false until they are there). */
+void cfs_loop_stopping(struct cfs_loop *l);
 /* epoll_wait timeout: -1, or 1 ms while parts wait for room in the queue
  * or the bounce pool, requests are parked behind a write-behind, or I/O is
  * in flight on a backend without an eventfd. */
@@ -129,6 +132,17 @@ int cfs_data_check_direct(struct cfs_inode *inode, unsigned file_flags, size_t s
 typedef void (*cfs_data_then_fn)(fuse_req_t req, struct cfs_inode *inode, const void *args);
 void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
 			   const void *args, size_t args_bytes);
+/*
+ * Held blocks (data.c, "held blocks"; fs/fuse/held.h). Drop inode's: before a
+ * truncate cuts or a punch changes its bytes (after cfs_data_after_writes, so
+ * what they held is on the store) and for O_TRUNC (what they held is cut
+ * anyway).
+ */
+void cfs_data_drop_held(struct cfs_inode *inode);
+/* A handle of inode was released: with no cached open left, forget the held
+ * blocks that have nothing to write, and their memory if none is left. */
+void cfs_data_closed(struct cfs_inode *inode);
+
 /*
  * Write zeros over the cut sectors a truncate or punch reported (struct
  * cfs_ns_zero: 0..2 partial sectors, with an I/O reference on zero->inode

@@ -1119,6 +1119,7 @@ static void *loop_thread(void *arg)
 			}
 		}
 		if (stopping) {
+			cfs_loop_stopping(l);
 			if (cfs_loop_idle(l))
 				break;
 		} else if (cfs_loop_can_receive(l) != armed) {

@@ -235,7 +235,6 @@ static void setattr_go(fuse_req_t req, struct cfs_inode *inode, const void *args
 	struct cfs_attr attr;
 	int ret;
 
-	(void)inode;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		set.valid |= CFS_SET_MODE;
 		set.mode = st->st_mode;
@@ -276,6 +275,11 @@ static void setattr_go(fuse_req_t req, struct cfs_inode *inode, const void *args
 	 * this bit: fs/fuse/killpriv.h. */
 	if (to_set & FUSE_SET_ATTR_KILL_SUID)
 		set.valid |= CFS_SET_KILL_SUIDGID;
+	/* A cut: the held blocks' bytes are on the store (the caller went
+	 * through cfs_data_after_writes) and would be old after it. Growing
+	 * changes no byte they hold (SQLite grows its files by ftruncate). */
+	if ((set.valid & CFS_SET_SIZE) && inode && set.size_bytes < atomic_load(&inode->size_bytes))
+		cfs_data_drop_held(inode);
 	ret = cfs_ns_setattr(FS(), ino, &set, &attr, &zero);
 	if (ret) {
 		cfs_reply_err(req, ret);
@@ -462,6 +466,8 @@ static void close_file(struct cfs_inode *inode, unsigned flags)
 	} else
 		inode->cached_opens--;
 	pthread_mutex_unlock(&inode->lock);
+	if (!(flags & CFS_FILE_UNCACHED))
+		cfs_data_closed(inode);
 	cfs_cs_close();
 }
 
@@ -531,6 +537,8 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		};
 		struct cfs_attr attr;
 
+		/* What the held blocks have not written yet is cut anyway. */
+		cfs_data_drop_held(inode);
 		ret = cfs_ns_setattr(FS(), ino, &set, &attr, NULL);
 		if (ret) {
 			cfs_ns_release(FS(), inode);
@@ -751,6 +759,8 @@ static void fallocate_go(fuse_req_t req, struct cfs_inode *inode, const void *ar
 	uint64_t start_ns = cfs_now_ns();
 	int ret;
 
+	if ((a->mode & FALLOC_FL_PUNCH_HOLE) && inode)
+		cfs_data_drop_held(inode); /* as for truncate (setattr_go) */
 	ret = cfs_ns_fallocate(FS(), a->ino, a->mode, a->offset_bytes, a->length_bytes, &zero);
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
 		/* A discard of the chunk (InnoDB page compression punches holes);

@@ -449,6 +449,7 @@ static void inode_free(struct cfs_inode *inode)
 	dir_free(inode->dir);
 	free(inode->symlink_target);
 	cfs_cs_free(atomic_load(&inode->stats));
+	free(inode->held);
 	pthread_mutex_destroy(&inode->lock);
 	free(inode);
 }

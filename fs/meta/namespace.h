@@ -63,6 +63,8 @@ struct cfs_deferred; /* private: units freed while I/O was in flight */
 #define CFS_XATTR_TOTAL_MAX (1u << 20) /* all names + values of one inode */
 #define CFS_READDIR_COOKIE_FIRST 3ull  /* 1 = ".", 2 = "..", entries from 3 */
 
+struct cfs_held; /* fs/fuse/held.h */
+
 /* A write-behind in flight (fs/fuse/data.c): answered, not yet on the store. */
 #define CFS_BEHIND_N 8 /* slots per file */
 struct cfs_behind {
@@ -129,6 +131,14 @@ struct cfs_inode {
 	_Atomic uint32_t behind_waiters;	 /* [atomic] requests parked behind them */
 	uint64_t behind_seq;			 /* [lock] the last write-behind's number */
 	struct cfs_behind behind[CFS_BEHIND_N];	 /* [lock] their slots */
+	struct cfs_held *held;			 /* [lock] blocks held for small writes
+						  * (fs/fuse/held.h): one allocation,
+						  * freed with the inode if not before */
+	_Atomic uint32_t held_blocks;		 /* [atomic] of them, not free */
+	_Atomic uint32_t held_pending;		 /* [atomic] of them, with changes not
+						  * yet on the store */
+	_Atomic uint32_t direct_writes;		 /* [atomic] writes answered from the
+						  * store (not write-behind) in flight */
 	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
 						  * allocated on first use
 						  * (cfs_ns_inode_stats), freed with
