@@ -13,12 +13,16 @@
 #
 # usage: bench/mariadb.sh [-n reps] [-T seconds] [-t tables] [-r rows]
 #                         [-c threads] [-S image-size] [-d dir] [-o out.csv] [-O chunkfs-opts]
+#                         [-R]
 #   -n  repetitions (default 3)         -T  seconds of each run (default 60)
 #   -t  tables (default 2)              -r  rows per table (default 100000)
 #   -c  sysbench threads (default 4)    -S  size of each image (default 4G)
 #   -d  directory of the images (default /var/tmp)
 #   -o  long CSV (bench/dbpair.sh; default bench/results/mariadb-<time>/mariadb-<time>.csv)
 #   -O  extra -o options for chunkfs
+#   -R  both servers keep their redo log on the ext4 mount
+#       (innodb_log_group_home_dir): what the chunkfs datadir gains when
+#       the log leaves it (InnoDB writes it with O_DIRECT there)
 # Needs root, mariadb-server, sysbench, mkfs.ext4; make first.
 set -euo pipefail
 
@@ -31,10 +35,11 @@ size=4G
 dir=/var/tmp
 out=
 cfs_opts=
+redo_ext4=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "n:T:t:r:c:S:d:o:O:h" opt; do
+while getopts "n:T:t:r:c:S:d:o:O:Rh" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	T) secs=$OPTARG ;;
@@ -45,6 +50,7 @@ while getopts "n:T:t:r:c:S:d:o:O:h" opt; do
 	d) dir=$OPTARG ;;
 	o) out=$OPTARG ;;
 	O) cfs_opts=$OPTARG ;;
+	R) redo_ext4=1 ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -72,9 +78,14 @@ mkdir -p "$(dirname "$out")"
 dbpair_mounts "$size" "$cfs_opts"
 for fs in ext4 chunkfs; do
 	install -d -o "$MY_USER" -g "$MY_USER" -m 750 "$CFS_WORK/tmp-$fs"
+	redo=()
+	if [ "$redo_ext4" = 1 ]; then
+		install -d -o "$MY_USER" -g "$MY_USER" -m 750 "${DBPAIR_DIR[ext4]}/redo-$fs"
+		redo=("innodb_log_group_home_dir = ${DBPAIR_DIR[ext4]}/redo-$fs")
+	fi
 	my_init "$fs" "${DBPAIR_DIR[$fs]}/mysql" "tmpdir = $CFS_WORK/tmp-$fs" \
 		"innodb_buffer_pool_size = 32M" "innodb_flush_method = O_DIRECT" \
-		"innodb_use_native_aio = 1" "skip-log-bin" "max_connections = 64"
+		"innodb_use_native_aio = 1" "skip-log-bin" "max_connections = 64" ${redo[@]+"${redo[@]}"}
 done
 
 dbpair_csv_header "$out"
@@ -110,6 +121,6 @@ for ((r = 1; r <= reps; r++)); do
 		o=2
 	done
 done
-echo "# sysbench oltp_read_write: $tables tables x $rows rows, $threads threads, $secs s, buffer pool 32M, O_DIRECT"
+echo "# sysbench oltp_read_write: $tables tables x $rows rows, $threads threads, $secs s, buffer pool 32M, O_DIRECT$([ "$redo_ext4" = 0 ] || echo ", redo logs on ext4")"
 dbpair_summary "$out"
 echo "# CSV: $out"

@@ -75,6 +75,7 @@ for ((r = 1; r <= reps; r++)); do
 		o=2
 	done
 done
-echo "# bench/sqlite_load.py: 4 writers x $rows rows in transactions of 100, 2 readers, busy timeout 10 s"
+echo "# bench/sqlite_load.py (SQLite $(python3 -c 'import sqlite3; print(sqlite3.sqlite_version)')):" \
+	"4 writers x $rows rows in transactions of 100, 2 readers, busy timeout 10 s"
 dbpair_summary "$out"
 echo "# CSV: $out"
