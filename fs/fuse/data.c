@@ -367,7 +367,8 @@ static void ctx_range(const struct ctx *c, uint64_t *a, uint64_t *b)
  * for every fsync, SEEK_DATA/HOLE, truncate or punch: admit() waits for the
  * changes each of these must see (by sequence number, held.h). A flush's
  * failure is the file's next fsync's error, as for a write-behind.
- * A truncate that cuts, a punch and O_TRUNC drop the file's held blocks
+ * A truncate that cuts, a punch, a zeroed range and O_TRUNC drop the file's
+ * held blocks
  * (their bytes would be old); the last close drops those with nothing to
  * write.
  *

@@ -759,8 +759,10 @@ static void fallocate_go(fuse_req_t req, struct cfs_inode *inode, const void *ar
 	uint64_t start_ns = cfs_now_ns();
 	int ret;
 
-	if ((a->mode & FALLOC_FL_PUNCH_HOLE) && inode)
-		cfs_data_drop_held(inode); /* as for truncate (setattr_go) */
+	/* Punch and zero range change bytes held blocks may hold: as for a
+	 * truncate (setattr_go). */
+	if ((a->mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) && inode)
+		cfs_data_drop_held(inode);
 	ret = cfs_ns_fallocate(FS(), a->ino, a->mode, a->offset_bytes, a->length_bytes, &zero);
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
 		/* A discard of the chunk (InnoDB page compression punches holes);

@@ -7,9 +7,9 @@
 #   1. 4 writers x 3000 records of 40-299 bytes into their own file and one
 #      shared file (O_APPEND), fsync every 50, each reading its file back
 #      through O_DIRECT every 97 records; at the same time 3 random loads
-#      (small and straddling writes at any offset, truncates, O_TRUNC,
-#      closes, fsyncs, buffered and O_DIRECT reads, checked against a copy
-#      in memory). After unmount and mount: every record and byte.
+#      (small and straddling writes at any offset, truncates, punched holes,
+#      zeroed ranges, O_TRUNC, closes, fsyncs, buffered and O_DIRECT reads,
+#      checked against a copy in memory). After unmount and mount: every record and byte.
 #   2. the device requests of 4 writers x 3000 records with one fsync at
 #      the end: fewer than one per 4 records (was at least one per record);
 #   3. the writers again, kill -9 of the daemon under them: after a mount,

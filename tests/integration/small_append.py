@@ -15,11 +15,13 @@
       (after a clean unmount) exactly RECORDS records each and nothing else.
   mixed PATH WANT SEED OPS
       Random writes (1 byte to 9 KiB, any offset, mostly small), truncates,
-      O_TRUNC reopens, last closes, fsyncs, buffered and O_DIRECT reads
-      checked against a copy in memory, which goes to WANT at the end.
+      punched holes and zeroed ranges, O_TRUNC reopens, last closes, fsyncs,
+      buffered and O_DIRECT reads checked against a copy in memory, which
+      goes to WANT at the end.
   compare PATH WANT
       PATH holds exactly the bytes of WANT.
 """
+import ctypes
 import errno
 import mmap
 import os
@@ -27,6 +29,14 @@ import random
 import sys
 
 HDR = 15  # b"R" + writer (2) + seq (8) + length (4)
+LIBC = ctypes.CDLL(None, use_errno=True)
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
+
+
+def fallocate(fd, mode, off, length):
+    if LIBC.fallocate(fd, mode, ctypes.c_long(off), ctypes.c_long(length)):
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
 GONE = (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO, errno.ENODEV)
 
 
@@ -204,13 +214,22 @@ def mixed(path, wantpath, seed, ops):
             if off > len(want):
                 want.extend(b"\0" * (off - len(want)))
             want[off:off + size] = data
-        elif op < 0.75:
+        elif op < 0.73:
             size = rnd.randint(0, min(limit, len(want) + 8192))
             os.ftruncate(fd, size)
             if size < len(want):
                 del want[size:]
             else:
                 want.extend(b"\0" * (size - len(want)))
+        elif op < 0.75:
+            # punch a hole or zero a range inside the file (sizes kept)
+            off = rnd.randint(0, max(0, len(want)))
+            n = rnd.randint(1, 12000)
+            mode = rnd.choice((FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE)) | FALLOC_FL_KEEP_SIZE
+            fallocate(fd, mode, off, n)
+            end = min(off + n, len(want))
+            if end > off:
+                want[off:end] = b"\0" * (end - off)
         elif op < 0.85:
             check("direct", rnd.randint(0, max(0, len(want))), rnd.randint(1, 65536))
         elif op < 0.92:
