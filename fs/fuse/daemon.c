@@ -41,6 +41,18 @@ void cfs_attr_to_stat(const struct cfs_attr *a, struct stat *st)
 	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
 }
 
+void cfs_reply_xattr_value(fuse_req_t req, ssize_t n, const void *buf, size_t size)
+{
+	if (n < 0)
+		cfs_reply_err(req, (int)n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr)
 {
 	struct stat st;

@@ -70,6 +70,10 @@ void cfs_reply_err(fuse_req_t req, int err);
 /* Reply to a GETATTR/SETATTR with attr and the attribute timeout. */
 struct cfs_attr;
 void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr);
+/* Answer a getxattr or listxattr that offered size bytes (0: the size
+ * probe) with n bytes of buf, or n = -errno: the size for a probe, ERANGE
+ * when the value does not fit. */
+void cfs_reply_xattr_value(fuse_req_t req, ssize_t n, const void *buf, size_t size);
 /* The struct stat of attr, for attribute and entry replies. */
 struct stat;
 void cfs_attr_to_stat(const struct cfs_attr *attr, struct stat *st);

@@ -991,14 +991,7 @@ static void cfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		}
 	}
 	n = cfs_ns_getxattr(FS(), ino, name, buf, size);
-	if (n < 0)
-		cfs_reply_err(req, (int)n);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else if ((size_t)n > size)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	cfs_reply_xattr_value(req, n, buf, size);
 	if (buf != stackbuf)
 		free(buf);
 }
@@ -1024,14 +1017,7 @@ static void cfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 			     size > stats_bytes ? size - stats_bytes : 0);
 	if (n >= 0)
 		n += (ssize_t)stats_bytes;
-	if (n < 0)
-		cfs_reply_err(req, (int)n);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else if ((size_t)n > size)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	cfs_reply_xattr_value(req, n, buf, size);
 	free(buf);
 }
 
