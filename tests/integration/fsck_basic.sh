@@ -14,19 +14,8 @@ util="python3 $CFS_ROOT/tests/integration/fsck_util.py"
 img=$CFS_WORK/store.img
 mnt=$CFS_WORK/mnt
 
-# expect RC CMD...: CMD exits RC (its output in $out)
-expect() {
-	local want=$1 rc
-	shift
-	set +e
-	out=$("$@" 2>&1)
-	rc=$?
-	set -e
-	[ $rc -eq "$want" ] || cfs_fail "'$*' exited $rc, expected $want. Output: $out"
-}
-
 cfs_mkfs "$img" 64M
-expect 0 "$fsck" "$img"		# never mounted: no root yet, still clean
+cfs_expect_exit 0 "$fsck" "$img"		# never mounted: no root yet, still clean
 cfs_mount "$img" "$mnt"
 mkdir "$mnt/d"
 head -c 3M /dev/urandom >"$mnt/d/a"
@@ -40,13 +29,13 @@ cfs_expect_fail_with "store in use" 8 "$fsck" -n "$img"
 cfs_umount "$mnt" || cfs_fail "unclean unmount"
 
 # ---- clean, usage ---------------------------------------------------------------------
-expect 0 "$fsck" -n "$img"
+cfs_expect_exit 0 "$fsck" -n "$img"
 grep -q "clean, 5 inodes (2 files, 2 directories)" <<<"$out" || cfs_fail "summary: $out"
-expect 0 "$fsck" -y "$img"
-expect 16 "$fsck" -n -y "$img"
-expect 16 "$fsck"
-expect 16 "$fsck" -Z "$img"
-expect 8 "$fsck" "$CFS_WORK/missing.img"
+cfs_expect_exit 0 "$fsck" -y "$img"
+cfs_expect_exit 16 "$fsck" -n -y "$img"
+cfs_expect_exit 16 "$fsck"
+cfs_expect_exit 16 "$fsck" -Z "$img"
+cfs_expect_exit 8 "$fsck" "$CFS_WORK/missing.img"
 zero=$(cfs_image 32M zero.img)
 cfs_expect_fail_with "not a chunkfs store" 8 "$fsck" "$zero"
 
@@ -59,12 +48,12 @@ cfs_expect_fail_with "truncated" 4 "$fsck" -n "$CFS_WORK/short.img"
 for slot in 0 1; do
 	$util sbflip "$img" $slot
 	before=$(md5sum <"$img")
-	expect 4 "$fsck" -n "$img"
+	cfs_expect_exit 4 "$fsck" -n "$img"
 	grep -q "superblock slot $slot" <<<"$out" || cfs_fail "slot $slot not named: $out"
 	[ "$(md5sum <"$img")" = "$before" ] || cfs_fail "fsck -n wrote to the store"
-	expect 1 "$fsck" -y "$img"
+	cfs_expect_exit 1 "$fsck" -y "$img"
 	grep -q "fixed: superblock slot $slot rewritten" <<<"$out" || cfs_fail "no fix: $out"
-	expect 0 "$fsck" -n "$img"
+	cfs_expect_exit 0 "$fsck" -n "$img"
 done
 cfs_mount "$img" "$mnt"
 [ "$(cat "$mnt/d/a" "$mnt/b" | md5sum)" = "$sum" ] || cfs_fail "data changed by the repair"

@@ -20,16 +20,6 @@ img=$CFS_WORK/store.img
 mnt=$CFS_WORK/mnt
 REG=$((0100644))
 
-expect() {
-	local want=$1 rc
-	shift
-	set +e
-	out=$("$@" 2>&1)
-	rc=$?
-	set -e
-	[ $rc -eq "$want" ] || cfs_fail "'$*' exited $rc, expected $want. Output: $out"
-}
-
 cfs_mkfs "$img" 64M
 cfs_mount "$img" "$mnt"
 mkdir "$mnt/d"
@@ -61,32 +51,32 @@ cfs_expect_fail_with "is mapped by inode" 4 "$fsck" -y "$img"
 # ---- wrong link count ---------------------------------------------------------------
 fresh
 $util append "$img" "nlink:$ic:$REG:3:5"
-expect 4 "$fsck" -n "$img"
+cfs_expect_exit 4 "$fsck" -n "$img"
 grep -q "inode $ic has link count 3, should be 1" <<<"$out" || cfs_fail "nlink: $out"
-expect 1 "$fsck" -y "$img"
-expect 0 "$fsck" -n "$img"
+cfs_expect_exit 1 "$fsck" -y "$img"
+cfs_expect_exit 0 "$fsck" -n "$img"
 check_data "nlink"
 
 # ---- an inode without an entry -> /lost+found ------------------------------------------
 fresh
 $util append "$img" "unlink:1:c"
-expect 4 "$fsck" -n "$img"
+cfs_expect_exit 4 "$fsck" -n "$img"
 grep -q "inode $ic has link count 1 but no directory entry" <<<"$out" || cfs_fail "lost: $out"
-expect 1 "$fsck" -y "$img"
-expect 0 "$fsck" -n "$img"
+cfs_expect_exit 1 "$fsck" -y "$img"
+cfs_expect_exit 0 "$fsck" -n "$img"
 cfs_mount "$img" "$mnt"
 [ "$(cat "$mnt/lost+found/#$ic")" = keep ] || cfs_fail "lost+found/#$ic: $(ls -la "$mnt/lost+found")"
 mv "$mnt/lost+found/#$ic" "$mnt/c"
 cfs_umount "$mnt" || cfs_fail "unclean unmount"
-expect 0 "$fsck" -n "$img"
+cfs_expect_exit 0 "$fsck" -n "$img"
 check_data "lost+found"
 
 # ---- an entry naming a missing inode ------------------------------------------------------
 fresh
 $util append "$img" "dirent:1:ghost:999999:$REG"
 cfs_expect_fail_with "names missing inode 999999" 4 "$fsck" -n "$img"
-expect 1 "$fsck" -y "$img"
-expect 0 "$fsck" -n "$img"
+cfs_expect_exit 1 "$fsck" -y "$img"
+cfs_expect_exit 0 "$fsck" -n "$img"
 check_data "dangling entry"
 
 # ---- an orphan after a crash ------------------------------------------------------------------
@@ -98,11 +88,11 @@ rm "$mnt/o"
 python3 -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)" "$mnt/c"
 cfs_kill9 "$mnt"
 exec 3<&-
-expect 0 "$fsck" -n "$img"
-expect 0 "$fsck" -nv "$img"
+cfs_expect_exit 0 "$fsck" -n "$img"
+cfs_expect_exit 0 "$fsck" -nv "$img"
 grep -q "orphan inode" <<<"$out" || cfs_fail "no orphan note: $out"
-expect 1 "$fsck" -y "$img"
-expect 0 "$fsck" -nv "$img"
+cfs_expect_exit 1 "$fsck" -y "$img"
+cfs_expect_exit 0 "$fsck" -nv "$img"
 grep -q "orphan" <<<"$out" && cfs_fail "orphan left: $out"
 check_data "orphan"
 cfs_log "ok"

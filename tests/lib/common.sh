@@ -16,6 +16,7 @@
 #   cfs_defer "some command"         # runs at exit
 #   cfs_fail "message"               # exit 1 with a message
 #   cfs_expect_fail_with CMD... -- "text"   # CMD must fail and print text
+#   cfs_expect_exit RC CMD...        # CMD must exit RC (its output in $out)
 
 set -euo pipefail
 
@@ -108,6 +109,18 @@ cfs_loop_attach() {
 # cfs_expect_fail_with TEXT EXPECTED_RC CMD...: CMD must exit EXPECTED_RC
 # (or any non-zero when EXPECTED_RC is "nonzero") and print TEXT on
 # stdout or stderr.
+# cfs_expect_exit RC CMD...: CMD must exit RC; its output (stdout and
+# stderr) is left in $out.
+cfs_expect_exit() {
+	local want=$1 rc
+	shift
+	set +e
+	out=$("$@" 2>&1)
+	rc=$?
+	set -e
+	[ $rc -eq "$want" ] || cfs_fail "'$*' exited $rc, expected $want. Output: $out"
+}
+
 cfs_expect_fail_with() {
 	local text=$1 want=$2 out rc
 	shift 2

@@ -17,8 +17,7 @@
 #include <unistd.h>
 
 #include "iopath/iopath.h"
-
-#define MIB (1ull << 20)
+#include "tests/unit/unit.h"
 
 static int open_fault(const char *backend, const char *path, uint32_t align, const char *spec,
 		      struct cfs_io **io)
@@ -40,15 +39,6 @@ static struct cfs_io *open_ok(const char *backend, const char *path, uint32_t al
 
 	cr_assert_eq(ret, 0, "open %s with '%s': %s", backend, spec, strerror(-ret));
 	return io;
-}
-
-static struct cfs_ioq *new_queue(struct cfs_io *io, unsigned depth)
-{
-	struct cfs_ioq_config qc = { .depth = depth };
-	struct cfs_ioq *q = NULL;
-
-	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
-	return q;
 }
 
 static void *xalloc(size_t bytes)
@@ -112,7 +102,7 @@ Test(fault_spec, good_specs_accepted)
 Test(fault_spec, arm_at_run_time)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "seed=1");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *buf = xalloc(4096);
 
 	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, 0, 4096, buf, NULL), 4096);
@@ -175,7 +165,7 @@ static void sweep_errors(const char *backend, const char *path, uint8_t op, cons
 
 		snprintf(spec, sizeof(spec), "op=%s,nth=%u,err=%s", opname, nth, errname);
 		io = open_ok(backend, path, 0, spec);
-		q = new_queue(io, 2 * BATCH);
+		q = t_ioq_new(io, 2 * BATCH);
 		cfs_io_stats_reset(st);
 		memset(buf, 0x5a, BATCH * 4096);
 		for (unsigned i = 0; i < BATCH; i++) {
@@ -238,7 +228,7 @@ Test(fault_inject, write_eio_on_uring, .timeout = 60)
 Test(fault_inject, failed_write_never_reaches_the_store)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "op=write,nth=2,err=EIO");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *a = xalloc(4096), *b = xalloc(4096), *r = xalloc(4096);
 
 	memset(a, 'a', 4096);
@@ -257,7 +247,7 @@ Test(fault_inject, failed_write_never_reaches_the_store)
 Test(fault_inject, every_nth)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "op=flush,nth=3,every=1,err=EIO");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 
 	for (int i = 1; i <= 10; i++)
 		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), i % 3 ? 0 : -EIO,
@@ -269,7 +259,7 @@ Test(fault_inject, every_nth)
 Test(fault_inject, short_transfer_completed_and_counted)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "op=read,nth=2,short=1000;op=write,nth=1,short=512");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	struct cfs_io_stats *st = calloc(1, sizeof(*st));
 	uint8_t *w = xalloc(65536), *r = xalloc(65536);
 
@@ -296,7 +286,7 @@ Test(fault_inject, short_transfer_completed_and_counted)
 Test(fault_inject, delay_shows_in_latency_percentiles)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "op=read,every=1,delay_us=2000");
-	struct cfs_ioq *q = new_queue(io, 64);
+	struct cfs_ioq *q = t_ioq_new(io, 64);
 	struct cfs_io_stats *st = calloc(1, sizeof(*st));
 	struct tracked t[32];
 	uint8_t *buf = xalloc(32 * 512);
@@ -338,7 +328,7 @@ Test(fault_inject, delay_shows_in_latency_percentiles)
 static void power_loss(const char *backend, const char *path)
 {
 	struct cfs_io *io = open_ok(backend, path, 0, "volatile=1");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *a = xalloc(8192), *b = xalloc(8192), *r = xalloc(8192);
 
 	memset(a, 'A', 8192);
@@ -392,7 +382,7 @@ Test(fault_power, flushed_survives_unflushed_lost_uring, .timeout = 60)
 Test(fault_power, delayed_write_unflushed_until_it_completes)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1;op=write,every=1,delay_us=300000");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *a = xalloc(4096), *r = xalloc(4096);
 	struct tracked t = { .req = { .offset_bytes = 0, .length_bytes = 4096, .op = CFS_IO_WRITE,
 				      .buf = a, .done = tracked_done } };
@@ -427,7 +417,7 @@ Test(fault_power, delayed_write_unflushed_until_it_completes)
 Test(fault_power, failed_flush_guarantees_nothing)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1;op=flush,nth=1,err=EIO");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *a = xalloc(4096), *r = xalloc(4096);
 
 	memset(a, 'A', 4096);
@@ -465,7 +455,7 @@ static void torn(const char *backend, const char *path, uint32_t align, unsigned
 
 		snprintf(spec, sizeof(spec), "volatile=1,seed=%u", seed);
 		io = open_ok(backend, path, align, spec);
-		q = new_queue(io, 8);
+		q = t_ioq_new(io, 8);
 		psec = cfs_io_geometry(io)->physical_sector_bytes;
 		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 0, span, old, NULL), (int)span);
 		cr_assert_eq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
@@ -545,7 +535,7 @@ Test(fault_power, spec_torn_tears_without_asking)
 
 	for (int round = 0; round < 2; round++) {
 		struct cfs_io *io = open_ok("ram", NULL, 512, "torn=1,seed=42");
-		struct cfs_ioq *q = new_queue(io, 8);
+		struct cfs_ioq *q = t_ioq_new(io, 8);
 		uint8_t *w = xalloc(65536);
 		int applied;
 
@@ -572,7 +562,7 @@ Test(fault_power, random_against_models)
 {
 	const uint64_t size = 2 * MIB;
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *now = calloc(1, size), *durable = calloc(1, size), *buf = xalloc(65536);
 	uint64_t seed = 99;
 
@@ -625,7 +615,7 @@ Test(fault_power, full_overlay_is_written_back_early)
 	/* A 1 MiB overlay and 3 MiB of unflushed writes: reads stay right, and
 	 * after a crash every sector is old or new (some were written back). */
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1,overlay_mb=1");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *w = xalloc(65536), *r = xalloc(65536);
 	int kept = 0;
 
@@ -694,7 +684,7 @@ static void *version_reader(void *arg)
 Test(fault_power, concurrent_reader_never_goes_back, .timeout = 60)
 {
 	struct versions v = { .io = open_ok("ram", NULL, 512, "volatile=1,overlay_mb=1") };
-	struct cfs_ioq *q = new_queue(v.io, 8);
+	struct cfs_ioq *q = t_ioq_new(v.io, 8);
 	uint32_t *buf = xalloc(4096);
 	pthread_t t;
 
@@ -722,7 +712,7 @@ Test(fault_power, concurrent_reader_never_goes_back, .timeout = 60)
 Test(fault_power, crash_with_io_in_flight)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1,seed=5");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *a = xalloc(4096), *b = xalloc(4096), *r = xalloc(4096);
 	struct tracked rd = { .req = { .offset_bytes = 0, .length_bytes = 4096, .op = CFS_IO_READ,
 				       .buf = r, .done = tracked_done } };
@@ -764,7 +754,7 @@ Test(fault_power, crash_with_io_in_flight)
 Test(fault_power, trim_after_zero_behind_a_short_write)
 {
 	struct cfs_io *io = open_ok("ram", NULL, 512, "volatile=1");
-	struct cfs_ioq *writer = new_queue(io, 8), *reader = new_queue(io, 8);
+	struct cfs_ioq *writer = t_ioq_new(io, 8), *reader = t_ioq_new(io, 8);
 	uint8_t *w = xalloc(4096), *r = xalloc(4096);
 	struct tracked rd = { .req = { .offset_bytes = 65536, .length_bytes = 4096,
 				       .op = CFS_IO_READ, .buf = r, .done = tracked_done } };

@@ -18,28 +18,15 @@
 #include <unistd.h>
 
 #include "iopath/iopath.h"
-
-#define MIB (1ull << 20)
+#include "tests/unit/unit.h"
 
 static struct cfs_io *open_ram(uint64_t size, uint32_t align, unsigned flags)
 {
 	struct cfs_io_config cfg = {
 		.backend = "ram", .size_bytes = size, .align_bytes = align, .ram_flags = flags,
 	};
-	struct cfs_io *io = NULL;
-	int ret = cfs_io_open(&cfg, &io);
 
-	cr_assert_eq(ret, 0, "open ram: %s", strerror(-ret));
-	return io;
-}
-
-static struct cfs_ioq *new_queue(struct cfs_io *io, unsigned depth)
-{
-	struct cfs_ioq_config qc = { .depth = depth };
-	struct cfs_ioq *q = NULL;
-
-	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
-	return q;
+	return t_io_open(&cfg);
 }
 
 /* Skip (not fail) where this process may not lock `bytes` (an ordinary user
@@ -118,7 +105,7 @@ static const uint32_t sizes[] = { 512, 2048, 4096, 16384, 1u << 20 };
 static void round_trips(struct cfs_io *io)
 {
 	uint32_t align = cfs_io_geometry(io)->logical_sector_bytes;
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *w = xalloc(MIB, 4096), *r = xalloc(MIB, 4096);
 	struct cfs_io_stats *st = calloc(1, sizeof(*st));
 	uint64_t bytes = 0, ops = 0;
@@ -186,7 +173,7 @@ Test(ram, round_trips_mlock_and_hugepages)
 Test(ram, misaligned_refused_and_counted)
 {
 	struct cfs_io *io = open_ram(4 * MIB, 512, 0);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *buf = xalloc(8192, 4096);
 	struct cfs_io_stats *st = calloc(1, sizeof(*st));
 
@@ -208,7 +195,7 @@ Test(ram, misaligned_refused_and_counted)
 Test(ram, align_zero_accepts_anything)
 {
 	struct cfs_io *io = open_ram(MIB, 0, 0);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *w = malloc(9000), *r = malloc(9000);
 
 	fill(w, 9000, 3);
@@ -229,7 +216,7 @@ Test(ram, align_zero_accepts_anything)
 Test(ram, out_of_range_refused)
 {
 	struct cfs_io *io = open_ram(MIB, 512, 0);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *buf = xalloc(8192, 4096);
 
 	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, MIB, 512, buf, NULL), -EINVAL);
@@ -258,7 +245,7 @@ static void discard_returns_memory(enum cfs_io_op op, unsigned flags)
 {
 	const uint64_t size = 256 * MIB, data = 64 * MIB;
 	struct cfs_io *io = open_ram(size, 4096, flags);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *buf = xalloc(MIB, 4096), *r = xalloc(MIB, 4096);
 	long rss0, rss1, rss2;
 
@@ -326,7 +313,7 @@ static void count_done(struct cfs_io_req *req, int res)
 Test(ram, done_runs_at_reap_not_in_queue)
 {
 	struct cfs_io *io = open_ram(MIB, 512, 0);
-	struct cfs_ioq *q = new_queue(io, 4);
+	struct cfs_ioq *q = t_ioq_new(io, 4);
 	uint8_t *buf = xalloc(4096, 4096);
 	struct cfs_io_req req[5];
 
@@ -354,7 +341,7 @@ Test(ram, done_runs_at_reap_not_in_queue)
 Test(ram, submit_counts_batches_and_requests)
 {
 	struct cfs_io *io = open_ram(MIB, 512, 0);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *buf = xalloc(4096, 4096);
 	struct cfs_io_req req[4];
 	uint64_t batches, requests;
@@ -384,7 +371,7 @@ Test(ram, submit_counts_batches_and_requests)
 Test(ram, event_fd_signals_completions)
 {
 	struct cfs_io *io = open_ram(MIB, 512, 0);
-	struct cfs_ioq *q = new_queue(io, 4);
+	struct cfs_ioq *q = t_ioq_new(io, 4);
 	uint8_t *buf = xalloc(4096, 4096);
 	struct cfs_io_req req = { .length_bytes = 4096, .op = CFS_IO_READ, .buf = buf,
 				  .done = count_done };
@@ -520,7 +507,7 @@ Test(ram, submit_and_reap_on_two_threads)
 {
 	enum { TOTAL = 200000, DEPTH = 64 };
 	struct cfs_io *io = open_ram(MIB, 512, 0);
-	struct reaper_arg ra = { .q = new_queue(io, DEPTH) };
+	struct reaper_arg ra = { .q = t_ioq_new(io, DEPTH) };
 	struct cfs_io_req *req = calloc(DEPTH, sizeof(*req));
 	uint8_t *buf = xalloc(512, 512);
 	pthread_t t;
@@ -562,7 +549,7 @@ static void rmw_done(struct cfs_io_req *req, int res)
 Test(ram, direct_pointer_and_range_lock_flag)
 {
 	struct cfs_io *io = open_ram(4 * MIB, 512, 0);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	struct cfs_io_config ncfg = {.backend = "null", .size_bytes = MIB};
 	struct cfs_io *null_io = NULL;
 	uint8_t *w = xalloc(4096, 4096), *r = xalloc(4096, 4096), *p;

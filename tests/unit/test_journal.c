@@ -25,6 +25,7 @@
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
 #include "fs/meta/pool.h"
+#include "tests/unit/unit.h"
 
 #define UNIT		(64u * 1024)
 #define STORE_BYTES	(64ull << 20)
@@ -39,12 +40,10 @@ static struct cfs_fs_options opts = {
 
 static void io_write(uint64_t offset, const void *data, uint32_t length)
 {
-	struct cfs_ioq *q;
-	struct cfs_ioq_config qc = { .depth = 4 };
+	struct cfs_ioq *q = t_ioq_new(io, 4);
 	void *buf = aligned_alloc(4096, (length + 4095) & ~4095u);
 
 	memcpy(buf, data, length);
-	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
 	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, offset, length, buf, NULL), (int)length);
 	cr_assert_geq(cfs_ioq_sync(q, CFS_IO_FLUSH, 0, 0, NULL, NULL), 0);
 	cfs_ioq_destroy(q);
@@ -53,11 +52,9 @@ static void io_write(uint64_t offset, const void *data, uint32_t length)
 
 static void io_read(uint64_t offset, void *data, uint32_t length)
 {
-	struct cfs_ioq *q;
-	struct cfs_ioq_config qc = { .depth = 4 };
+	struct cfs_ioq *q = t_ioq_new(io, 4);
 	void *buf = aligned_alloc(4096, (length + 4095) & ~4095u);
 
-	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
 	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, offset, length, buf, NULL), (int)length);
 	cfs_ioq_destroy(q);
 	memcpy(data, buf, length);

@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 #include "iopath/iopath.h"
-
-#define MIB (1ull << 20)
+#include "tests/unit/unit.h"
 
 static struct cfs_io *open_target(const char *backend, uint64_t size, uint32_t align,
 				  const char *fault_spec)
@@ -28,20 +27,8 @@ static struct cfs_io *open_target(const char *backend, uint64_t size, uint32_t a
 		.backend = backend, .size_bytes = size, .align_bytes = align,
 		.fault_spec = fault_spec,
 	};
-	struct cfs_io *io = NULL;
-	int ret = cfs_io_open(&cfg, &io);
 
-	cr_assert_eq(ret, 0, "open: %s", strerror(-ret));
-	return io;
-}
-
-static struct cfs_ioq *new_queue(struct cfs_io *io, unsigned depth)
-{
-	struct cfs_ioq_config qc = { .depth = depth };
-	struct cfs_ioq *q = NULL;
-
-	cr_assert_eq(cfs_ioq_create(io, &qc, &q), 0);
-	return q;
+	return t_io_open(&cfg);
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -109,7 +96,7 @@ static void random_against_model(const char *backend, uint32_t align, const char
 {
 	const uint64_t size = 4 * MIB;
 	struct cfs_io *io = open_target(backend, size, align, spec);
-	struct cfs_ioq *q = new_queue(io, 16);
+	struct cfs_ioq *q = t_ioq_new(io, 16);
 	uint8_t *model = calloc(1, size), *buf = malloc(MIB + 64), *got = malloc(MIB + 64);
 	struct cfs_io_stats *st = calloc(1, sizeof(*st));
 	uint64_t seed = 0x1234567 + align, writes = 0, reads = 0;
@@ -177,7 +164,7 @@ static void never_done(struct cfs_io_req *req, int res)
 Test(rmw, refuses_bad_requests)
 {
 	struct cfs_io *io = open_target("ram", MIB, 512, NULL);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	char buf[64];
 	struct cfs_io_rmw rmw = {
 		.req = { .offset_bytes = 10, .length_bytes = 0, .op = CFS_IO_WRITE, .buf = buf,
@@ -203,7 +190,7 @@ Test(rmw, largest_request_spans_two_pieces)
 	/* 1 MiB at an odd offset: the cover is 1 MiB + 2 sectors, more than
 	 * one sector request may carry. */
 	struct cfs_io *io = open_target("ram", 4 * MIB, 4096, NULL);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *w = malloc(MIB), *r = malloc(MIB + 1);
 
 	for (uint32_t i = 0; i < MIB; i++)
@@ -224,7 +211,7 @@ Test(rmw, largest_request_spans_two_pieces)
 Test(rmw, inner_error_reaches_caller_and_unlocks)
 {
 	struct cfs_io *io = open_target("ram", MIB, 512, "op=read,nth=1,err=EIO");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	struct cfs_io_stats *st = calloc(1, sizeof(*st));
 	char buf[100] = "hello";
 
@@ -249,7 +236,7 @@ Test(rmw, busy_when_bounce_pool_is_empty)
 	 * the pool runs dry and start says -EBUSY instead of allocating. */
 	enum { N = 80 };
 	struct cfs_io *io = open_target("ram", 128 * MIB, 512, "op=read,every=1,delay_us=100000");
-	struct cfs_ioq *q = new_queue(io, 256);
+	struct cfs_ioq *q = t_ioq_new(io, 256);
 	struct cfs_io_rmw *rmw = calloc(N, sizeof(*rmw));
 	struct waiter *w = calloc(N, sizeof(*w));
 	uint8_t *buf = calloc(1, MIB);
@@ -332,7 +319,7 @@ static int hooked_write(struct cfs_ioq *q, struct hooked *h, uint64_t offset, ui
 Test(rmw, hooks_unwritten_edges_and_written)
 {
 	struct cfs_io *io = open_target("ram", MIB, 512, NULL);
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	uint8_t *full = aligned_alloc(4096, 4096), *r = aligned_alloc(4096, 4096);
 	char data[600];
 	struct hooked h;
@@ -388,7 +375,7 @@ Test(rmw, hooks_unwritten_edges_and_written)
 Test(rmw, written_not_called_when_an_edge_read_fails)
 {
 	struct cfs_io *io = open_target("ram", MIB, 512, "op=read,nth=1,err=EIO");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	char data[10] = "0123456789";
 	struct hooked h;
 
@@ -432,7 +419,7 @@ static void aligned_waits(uint32_t align, uint64_t other_offset)
 {
 	/* Every read is delayed 20 ms, so the rmw holds its lock for a while. */
 	struct cfs_io *io = open_target("ram", MIB, align, "op=read,every=1,delay_us=20000");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	struct order_log log = { 0 };
 	uint8_t *aligned = aligned_alloc(4096, 4096), *check = aligned_alloc(4096, 4096);
 	char small[3] = { 'x', 'y', 'z' };
@@ -482,7 +469,7 @@ Test(rmw, lock_covers_the_physical_sector)
 	/* RAM with align 0: logical sector 1, physical 4096. An aligned write
 	 * to [4096+2048, 4096+2560) shares the rmw's physical sector. */
 	struct cfs_io *io = open_target("ram", MIB, 0, "op=read,every=1,delay_us=20000");
-	struct cfs_ioq *q = new_queue(io, 8);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
 	struct order_log log = { 0 };
 	char small[3] = { 'x', 'y', 'z' }, data[512];
 	struct cfs_io_rmw rmw = {
@@ -701,7 +688,7 @@ static void concurrent_writers(const char *backend, const char *path, uint32_t a
 	c->mixed = mixed;
 	c->writes = writes;
 	cr_assert(writes <= WRITES);
-	q = new_queue(c->io, 8);
+	q = t_ioq_new(c->io, 8);
 	cr_assert_eq(posix_memalign((void **)&final, 4096, REGION), 0);
 	memset(final, 0, REGION);
 	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_WRITE, 0, REGION, final, NULL), (int)REGION);
@@ -815,7 +802,7 @@ Test(rmw_uring, random_against_model, .timeout = 120)
 	uint64_t seed = 77;
 
 	cr_assert_eq(cfs_io_open(&cfg, &io), 0);
-	q = new_queue(io, 16);
+	q = t_ioq_new(io, 16);
 	for (int i = 0; i < 1000; i++) {
 		uint32_t length = 1 + (uint32_t)(rng_next(&seed) % 65536);
 		uint64_t offset = rng_next(&seed) % (4 * MIB - length + 1);
