@@ -230,10 +230,13 @@ $(B)/tests/fuzz/%: $(B)/obj/tests/fuzz/%.o $(call obj,tests/fuzz/driver.c mkchun
 # ---- tests -----------------------------------------------------------------
 # tests/run.sh runs unit, golden and integration tests against build/$(BUILD)
 # and ends with one line "tests: N passed, N failed, N skipped".
-check: $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(TESTPROG_BINS) $(FUZZ_REPLAY_BINS) check-layers
+# check-unit builds all that check runs too, so a quick check before a merge
+# catches a test program that no longer compiles.
+CHECK_BUILD := $(PROGRAMS) $(UNIT_BINS) $(BENCH_BINS) $(TESTPROG_BINS) $(FUZZ_REPLAY_BINS)
+check: $(CHECK_BUILD) check-layers
 	BUILD=$(BUILD) tests/run.sh
 
-check-unit: $(PROGRAMS) $(UNIT_BINS) check-layers
+check-unit: $(CHECK_BUILD) check-layers
 	BUILD=$(BUILD) tests/run.sh unit golden
 
 # The layer table at the top of this file, checked against the objects.
