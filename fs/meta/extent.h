@@ -1,49 +1,61 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * extent.h — the per-file map: file unit index -> store unit, and the
- * written-state of every logical sector of every mapped unit.
+ * written-state of every logical sector of every mapped unit. Its memory
+ * grows with the file's extents (runs of units contiguous in the file and on
+ * the store with one written-state), not with its units.
  *
- * Shape: a fixed two-level table. The root (allocated on the first mapping)
- * has root_slots pointers to leaves of leaf_slots entries each; both are
- * powers of two chosen from the largest file (cfs_extent_geom_init), leaves
- * are allocated on first use and never move or shrink until the map is
- * destroyed. So the data path reads the map with atomic loads and no lock.
+ * Shape (extent.c has the details):
+ *   - The base map: a sorted array of runs {file unit, count, store unit,
+ *     NONE or ALL written}, cut into leaves of up to CFS_EXTENT_LEAF_RUNS runs
+ *     under a top array. Copy-on-write: a change builds new leaves and a new
+ *     top and publishes it with one atomic store, so the data path reads it
+ *     without a lock. Only the leaves around a change are copied.
+ *   - Unit records: a unit whose sectors are partly written, or that was
+ *     written since the committer last folded it into the base, has a record
+ *     (store unit, written-state word: ALL or a bitmap of sectors) in a small
+ *     per-map hash table read without locks. The record names the store unit
+ *     it describes, so a write completing after its unit was unmapped and the
+ *     file unit re-mapped marks the old record (or nothing), never the new
+ *     unit, which would expose another file's stale bytes.
+ *   A sector is written if its run is ALL, or its unit's record (for the
+ *   same store unit) has it. Bitmaps exist only for partly written units.
  *
- * A leaf entry is NULL (a hole) or points to a unit record: the mapping of
- * that file unit to one store unit plus the written-state of its sectors.
- * (Not a bare "store unit + 1, 0 = hole": the record ties the
- * written-state to one mapping instance, so a write
- * completing after its unit was unmapped and the file unit re-mapped marks
- * the old record, never the new unit, which would expose another file's
- * stale bytes.) A record's store unit never changes.
- *
- * Written-state per record: NONE (every sector reads as zeros), ALL, or a
- * bitmap of sectors (allocated only while a unit is partly written; when it
- * fills up the record switches to ALL and the bitmap is retired). Bits are
- * set with atomic OR by write completions (cfs_extent_mark_written, any
- * thread, no lock), and cleared only under the inode lock
- * (cfs_extent_mark_unwritten: punch, truncate).
+ * Written-state changes: write completions set bits (cfs_extent_mark_written,
+ * any thread: atomic OR in a record; the first write into a unit of a NONE
+ * run creates its record under the map's own mutex, once per unit). Bits are
+ * cleared only under the inode lock (punch, truncate) by freeze-copy-swap, so
+ * a completion racing a clear never loses bits outside the cleared range.
+ * The committer folds records that became ALL back into the base runs when
+ * it collects them (cfs_extent_collect_dirty).
  *
  * Dirty tracking for the committer: a record whose sectors became written is
  * pushed on the map's lock-free dirty stack, and the first dirtying of a clean
  * map calls the map's notify hook (the namespace queues the inode for the
  * committer). cfs_extent_collect_dirty() drains it under the inode lock.
  *
- * Lifetime of records and bitmaps without locks on the data path ("I/O
- * references"): a data-path caller raises the inode's in-flight count
- * (cfs_ns_io_begin) BEFORE looking up the map and drops it after its last
- * mark_written. Unmapped records and replaced bitmaps are retired, not freed;
- * cfs_extent_quiesce() frees them when the owner guarantees no I/O reference
- * exists (in-flight count 0, under the inode lock) and the committer is not
- * holding them (dirty). Both sides use sequentially consistent atomics, so
- * either the data path sees the unmap or the quiescer sees the reference.
+ * Lifetime without locks on the data path: every function marked
+ * [lock-free] runs inside an epoch read section (fs/meta/epoch.h); replaced
+ * leaves, tops, records and bitmaps are retired and freed two epochs later
+ * (cfs_extent_quiesce and every change try to). The data path's I/O
+ * reference on the inode (cfs_ns_io_begin) is still what keeps a store unit
+ * from being reused while a write to it is in flight; the map itself no
+ * longer depends on it.
+ *
+ * Costs (for chunkfs(8)): a run takes 32 bytes in a leaf (leaves are kept
+ * at least half full when touched), a record 64 bytes plus its bitmap
+ * (sectors_per_unit / 8 bytes) and about 16 bytes of hash table. Worst case,
+ * every unit its own run and partly written: about 40 + 64 + 16 + bitmap
+ * bytes per unit; every unit its own run, written or not: about 40.
  *
  * What this module does not do: allocation (the namespace gets units from the
  * allocator and installs them here), logging (callbacks report what changed),
  * locking of the inode (callers hold it where marked), or I/O.
  *
- * Locking summary per function: [lock-free] may run anywhere, with an I/O
- * reference held; [inode lock] caller holds the owning inode's mutex.
+ * Locking summary per function: [lock-free] may run anywhere; [inode lock]
+ * caller holds the owning inode's mutex (changes of the base map are also
+ * serialized by the map's own mutex, which the data path takes only to create
+ * a unit record).
  */
 #ifndef CFS_EXTENT_H
 #define CFS_EXTENT_H
@@ -53,10 +65,10 @@
 #include <stdint.h>
 
 /* Limits. Sectors per unit: alloc unit / logical sector, at most 2^21
- * (1 GiB units at 512-byte sectors: a 256 KiB bitmap). */
+ * (1 GiB units at 512-byte sectors: a 256 KiB bitmap). Runs per leaf of the
+ * base map. */
 #define CFS_EXTENT_SECTORS_MAX (1u << 21)
-#define CFS_EXTENT_LEAF_SLOTS_MIN 64u
-#define CFS_EXTENT_LEAF_SLOTS_MAX (1u << 16)
+#define CFS_EXTENT_LEAF_RUNS 128u
 
 struct cfs_extent_geom {
 	uint32_t unit_bytes;	    /* alloc unit, power of two */
@@ -65,11 +77,8 @@ struct cfs_extent_geom {
 	uint32_t unit_shift;	    /* log2(unit_bytes) */
 	uint32_t sector_shift;	    /* log2(sector_bytes) */
 	uint32_t sectors_per_unit;  /* unit_bytes / sector_bytes */
-	uint32_t leaf_shift;	    /* log2(leaf_slots) */
-	uint64_t leaf_slots;	    /* entries per leaf */
-	uint64_t root_slots;	    /* leaves per map */
-	uint64_t max_units;	    /* root_slots * leaf_slots: file units a map
-				     * can address (>= the store's unit count) */
+	uint64_t max_units;	    /* file units a map can address (>= twice
+				     * the store's unit count) */
 	uint64_t store_units;	    /* valid store unit numbers: [0, store_units) */
 	uint64_t data_offset_bytes; /* device offset of store unit 0 */
 };
@@ -79,9 +88,10 @@ struct cfs_extent_geom {
  * sector_bytes, store_units units starting at data_offset_bytes. A file may
  * map twice as many units as the store has (max_units >= 2 * store_units; at
  * least 1 leaf), so filling the store with one file ends in ENOSPC, not
- * EFBIG. Root and leaf sizes are about sqrt(2 * store_units) each, so an
- * empty map costs nothing and a full one a root of a few KiB. -EINVAL for non-powers of two, a
- * sector larger than the unit, or more than CFS_EXTENT_SECTORS_MAX sectors per unit.
+ * EFBIG. (max_units keeps the rounding of the earlier two-level table, a
+ * multiple of about sqrt(2 * store_units), so mappings that stores written by
+ * older daemons hold stay valid.) -EINVAL for non-powers of two, a sector
+ * larger than the unit, or more than CFS_EXTENT_SECTORS_MAX sectors per unit.
  */
 int cfs_extent_geom_init(struct cfs_extent_geom *geom, uint32_t unit_bytes, uint32_t sector_bytes,
 			 uint64_t store_units, uint64_t data_offset_bytes);
@@ -175,9 +185,17 @@ int64_t cfs_extent_seek_hole(const struct cfs_extent_map *map, uint64_t offset_b
  * for a hole (also beyond max_units). */
 int64_t cfs_extent_unit_get(const struct cfs_extent_map *map, uint64_t file_unit);
 
+/* [inode lock, or lock-free read] How many file units from file_unit (at
+ * most count, >= 1 for count >= 1) are all mapped or all holes; which goes to
+ * *mapped. */
+uint64_t cfs_extent_unit_span(const struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
+			      bool *mapped);
+
 /*
  * [inode lock] Map file units [file_unit, +count) to store units
- * [store_unit, +count), all sectors unwritten (NONE). All or nothing:
+ * [store_unit, +count), all sectors unwritten (NONE). cfs_extent_remap_units
+ * first drops mappings of the range to other store units (replay of an
+ * absolute record over a newer snapshot) instead of failing. All or nothing:
  * -EEXIST if any of them is mapped (to something else), -EFBIG beyond
  * max_units, -ERANGE for store units beyond the store, -ENOMEM. A file unit
  * already mapped to exactly the same store unit is left alone (replay of a
@@ -185,6 +203,8 @@ int64_t cfs_extent_unit_get(const struct cfs_extent_map *map, uint64_t file_unit
  */
 int cfs_extent_map_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
 			 uint64_t count);
+int cfs_extent_remap_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
+			   uint64_t count);
 
 /* Called for each run of unmapped units: file units [file_unit, +count) were
  * mapped to store units [store_unit, +count). */
@@ -197,7 +217,9 @@ typedef void (*cfs_extent_unmap_fn)(void *arg, uint64_t file_unit, uint64_t stor
  * contiguous run of unmapped units is reported to fn (may be NULL) so the
  * caller can log it and return the units to the allocator (deferred while I/O
  * references exist: see the top of this file). Records are retired. Returns
- * the number of units unmapped.
+ * the number of units unmapped; 0 with nothing changed if the new leaves
+ * could not be allocated (out of memory; unmapping from unit 0 to the end
+ * never allocates).
  */
 uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
 			  cfs_extent_unmap_fn fn, void *arg);
@@ -226,10 +248,13 @@ enum cfs_extent_ws {
 	CFS_EXTENT_WS_BITMAP = 2, /* see bits */
 };
 
-/* A view of one mapped unit, valid only during the callback. */
+/* A view of mapped units, valid only during the callback: file units
+ * [file_unit, +unit_count) map store units [store_unit, +unit_count) and
+ * share one state. A BITMAP view is always one unit. */
 struct cfs_extent_unit_view {
 	uint64_t file_unit;
 	uint64_t store_unit;
+	uint64_t unit_count; /* >= 1 */
 	enum cfs_extent_ws state;
 	uint32_t sector_count;	      /* sectors_per_unit */
 	const _Atomic uint64_t *bits; /* BITMAP only: sector_count bits, bit i
@@ -245,38 +270,19 @@ void cfs_extent_view_bits(const struct cfs_extent_unit_view *view, uint32_t firs
 
 /*
  * [inode lock] Drain the dirty stack: for every record dirtied since the last
- * call and still mapped, call fn with its current state (in file-unit order
- * is NOT guaranteed). The dirty mark is cleared before the state is read, so a
- * write completing during the call dirties the record again for the next
- * collect. fn's nonzero return stops the walk; the rest stay dirty. Returns 0
- * or fn's return.
+ * call and still mapped, call fn with its current state (one unit per view;
+ * file-unit order is NOT guaranteed). The dirty mark is cleared before the
+ * state is read, so a write completing during the call dirties the record
+ * again for the next collect. fn's nonzero return stops the walk; the rest
+ * stay dirty. Records found wholly written are then folded into the base runs
+ * (their memory is retired). Returns 0 or fn's return.
  */
 int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, void *arg);
 
-/* [inode lock] Every mapped unit in file-unit order (snapshot, dump, mount). */
+/* [inode lock] Every mapped unit in file-unit order, as maximal runs
+ * (contiguous in the file and on the store, one state) and single BITMAP
+ * units (snapshot, dump, mount). 0, fn's nonzero return, or -ENOMEM. */
 int cfs_extent_for_each(const struct cfs_extent_map *map, cfs_extent_unit_fn fn, void *arg);
-
-/*
- * [inode lock] An online move (fs/POOLS.md): file unit file_unit, mapped to
- * store unit from_store_unit, maps to_store_unit from now on, with the same
- * written-state. The caller has copied the written sectors from the old
- * store unit to the new one and kept every write away from the file unit
- * while it copied (none is in flight now). One atomic slot store publishes a
- * new record for to_store_unit holding a copy of the old record's state: a
- * lookup sees the old mapping or the new one, and both read the same bytes.
- * The old record is retired as by cfs_extent_unmap(): a write completion
- * that still names from_store_unit is skipped, and a reader holding an I/O
- * reference may still read the old store unit (the caller frees it the way
- * unmapped units are freed: deferred while I/O references exist, busy until
- * the switch is durable). The new record is not dirty: the caller logs the
- * switch itself (EXTENT_MAP of the new unit, then EXTENT_WRITTEN SET of its
- * state, in one transaction); fn (may be NULL) receives the new record's view
- * for that, once the switch is done (its return is returned). Returns 0, -ESTALE when file_unit no
- * longer maps from_store_unit (unmapped or re-mapped while the caller copied: nothing changed),
- * -ERANGE for to_store_unit beyond the store, -ENOMEM.
- */
-int cfs_extent_remap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t from_store_unit,
-		     uint64_t to_store_unit, cfs_extent_unit_fn fn, void *arg);
 
 /* How a CFS_LOG_EXTENT_WRITTEN record changes a unit's sectors. */
 enum cfs_extent_ws_op {
@@ -297,9 +303,55 @@ int cfs_extent_apply_ws(struct cfs_extent_map *map, uint64_t file_unit, uint64_t
 			const uint8_t *bits);
 
 /*
- * [inode lock, no I/O references] Free retired records and bitmaps that the
- * committer does not hold. Returns true if something retired remains (still
- * dirty-queued: call again after the next collect).
+ * [inode lock] Every unit of file units [file_unit, +count) that maps store
+ * unit store_unit + (its offset in the range) becomes wholly written (replay
+ * of a written run; other units are left alone). Does not dirty. 0 or -ENOMEM.
+ */
+int cfs_extent_apply_written_run(struct cfs_extent_map *map, uint64_t file_unit,
+				 uint64_t store_unit, uint64_t count);
+
+/*
+ * [inode lock] Move file units [file_unit, +count), which must all be mapped,
+ * to store units [new_store_unit, +count), keeping every sector's
+ * written-state (pools: a run migrates between stores). The data path sees
+ * the old or the new mapping, never a mix within one lookup. The caller
+ * copies the data first and guarantees that no write to the old units is in
+ * flight (a completion arriving later would mark nothing: its store unit is
+ * no longer mapped). 0, -ENOENT if a unit of the range is a hole, -ERANGE
+ * beyond the store, -ENOMEM (nothing changed).
+ */
+int cfs_extent_move(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
+		    uint64_t new_store_unit);
+
+/*
+ * [inode lock] An online move of one unit (fs/POOLS.md), on top of
+ * cfs_extent_move: file unit file_unit, mapped to store unit
+ * from_store_unit, maps to_store_unit from now on, with the same
+ * written-state. The caller has copied the written sectors from the old store
+ * unit to the new one and kept every write away from the file unit while it
+ * copied (none is in flight now). A lookup sees the old mapping or the new
+ * one, and both read the same bytes. A write completion that still names
+ * from_store_unit is skipped; the caller frees the old unit the way unmapped
+ * units are freed (deferred while I/O references exist, busy until the
+ * switch is durable). Nothing is dirtied: the caller logs the switch itself
+ * (EXTENT_MAP of the new unit, then the written-state of fn's view, in one
+ * transaction); fn (may be NULL) receives the new unit's view once the
+ * switch is done (its return is returned). Returns 0, -ESTALE when file_unit
+ * no longer maps from_store_unit (nothing changed), -ERANGE for to_store_unit
+ * beyond the store, -ENOMEM.
+ */
+int cfs_extent_remap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t from_store_unit,
+		     uint64_t to_store_unit, cfs_extent_unit_fn fn, void *arg);
+
+/* Memory the map holds now, in bytes (leaves, top, records, bitmaps, hash
+ * table; retired memory not yet freed included). [inode lock] */
+uint64_t cfs_extent_map_bytes(const struct cfs_extent_map *map);
+
+/*
+ * [inode lock] Free retired leaves, records and bitmaps that no reader can
+ * hold any more (epoch reclamation) and that the committer does not hold.
+ * Returns true if something retired remains (call again later: after the
+ * next collect or once the epoch moved on).
  */
 bool cfs_extent_quiesce(struct cfs_extent_map *map);
 

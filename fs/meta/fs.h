@@ -31,7 +31,7 @@ struct cfs_pool_source;
 
 /* RAM mount geometry: synthetic, nothing persisted. 64 KiB units keep memory
  * returned on punch and unlink fine-grained (the RAM backend frees discarded
- * pages) at a map cost of 32 bytes per 64 KiB. */
+ * pages); the map costs 32 bytes per run of units, whatever their size. */
 #define CFS_RAM_ALLOC_UNIT_DEFAULT (64u * 1024)
 
 /* Inode limit: one inode per this many bytes of one metadata half, so a full

@@ -586,8 +586,12 @@ static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 	}
 	if (inode->map)
 		more = cfs_extent_quiesce(inode->map);
-	if (more)
+	if (more) {
+		/* The map frees the rest epochs later: the next commit asks
+		 * again, even if the file stays idle. */
 		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
+		inode_queue(inode->ns, inode);
+	}
 }
 
 /*
@@ -1586,17 +1590,17 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 		return -ENOSPC;
 	cfs_txn_begin(&txn, fs->journal);
 	while (fu < end) {
-		uint64_t hole_end = fu, got_first, got;
+		uint64_t got_first, got;
 		struct cfs_jrec_extent rec;
+		bool mapped;
+		uint64_t span = cfs_extent_unit_span(inode->map, fu, end - fu, &mapped);
 
-		if (cfs_extent_unit_get(inode->map, fu) >= 0) {
-			fu++;
+		if (mapped) {
+			fu += span;
 			continue;
 		}
-		while (hole_end < end && cfs_extent_unit_get(inode->map, hole_end) < 0)
-			hole_end++;
 		ret = cfs_pool_get(fs->pool, cfs_ns_store_for_units(fs, inode, fu),
-				   alloc_hint(inode, fu), hole_end - fu, &got_first, &got);
+				   alloc_hint(inode, fu), span, &got_first, &got);
 		if (ret)
 			break;
 		ret = cfs_extent_map_units(inode->map, fu, got_first, got);
@@ -1852,8 +1856,13 @@ int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t of
 	CFS_ASSERT(inode->map);
 	last = (end_bytes + g->unit_bytes - 1) >> g->unit_shift;
 	/* Lock-free fast path: everything mapped already (the common case). */
-	for (uint64_t fu = first; fu < last && !missing; fu++)
-		missing = cfs_extent_unit_get(inode->map, fu) < 0;
+	{
+		bool mapped;
+
+		missing = cfs_extent_unit_span(inode->map, first, last - first, &mapped) <
+				  last - first ||
+			  !mapped;
+	}
 	if (!missing)
 		return 0;
 	if (cfs_fs_is_readonly(fs))
@@ -2528,7 +2537,7 @@ static int snap_map_unit(void *arg, const struct cfs_extent_unit_view *v)
 
 	if (c->run.count && c->run.file_unit + c->run.count == v->file_unit &&
 	    c->run.store_unit + c->run.count == v->store_unit) {
-		c->run.count++;
+		c->run.count += v->unit_count;
 		return 0;
 	}
 	if (c->run.count) {
@@ -2536,7 +2545,7 @@ static int snap_map_unit(void *arg, const struct cfs_extent_unit_view *v)
 		if (c->ret)
 			return c->ret;
 	}
-	c->run = (struct cfs_jrec_extent){c->ino, v->file_unit, v->store_unit, 1};
+	c->run = (struct cfs_jrec_extent){c->ino, v->file_unit, v->store_unit, v->unit_count};
 	return 0;
 }
 
@@ -2552,7 +2561,16 @@ static int snap_written_unit(void *arg, const struct cfs_extent_unit_view *v)
 		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
 		rec.bits = c->bits;
 	}
-	return cfs_snap_written(c->sb, &rec);
+	for (uint64_t i = 0; i < v->unit_count; i++) {
+		int ret;
+
+		rec.file_unit = v->file_unit + i;
+		rec.store_unit = v->store_unit + i;
+		ret = cfs_snap_written(c->sb, &rec);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* [ns_lock shared, inode lock] One inode's records: attributes, xattrs,
@@ -2795,19 +2813,9 @@ int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_
 		cfs_extent_quiesce(inode->map);
 		return 0;
 	}
-	ret = cfs_extent_map_units(inode->map, rec->file_unit, rec->store_unit, rec->count);
-	if (ret == -EEXIST) {
-		/* The snapshot is newer than this record: the absolute mapping
-		 * wins now, later records restore the newer one. */
-		for (uint64_t i = 0; i < rec->count; i++) {
-			int64_t su = cfs_extent_unit_get(inode->map, rec->file_unit + i);
-
-			if (su >= 0 && (uint64_t)su != rec->store_unit + i)
-				cfs_extent_unmap(inode->map, rec->file_unit + i, 1, NULL, NULL);
-		}
-		cfs_extent_quiesce(inode->map);
-		ret = cfs_extent_map_units(inode->map, rec->file_unit, rec->store_unit, rec->count);
-	}
+	/* Absolute: if the snapshot is newer than this record, this mapping
+	 * wins now and later records restore the newer one. */
+	ret = cfs_extent_remap_units(inode->map, rec->file_unit, rec->store_unit, rec->count);
 	if (ret == -EFBIG || ret == -ERANGE) {
 		*why = ret == -EFBIG ? "mapping beyond the largest file"
 				     : "mapping to a unit beyond the data region";
@@ -2896,12 +2904,12 @@ static int reserve_unit(void *arg, const struct cfs_extent_unit_view *v)
 	struct reserve_ctx *c = arg;
 
 	if (c->count && c->first + c->count == v->store_unit) {
-		c->count++;
+		c->count += v->unit_count;
 		return 0;
 	}
 	c->ret = reserve_flush(c);
 	c->first = v->store_unit;
-	c->count = 1;
+	c->count = v->unit_count;
 	return c->ret;
 }
 
@@ -3074,20 +3082,23 @@ out_unlock:
 /* ---- dump
  * ------------------------------------------------------------------------------------------- */
 
+/* One line per unit (a debugging and test format, not a scale one). */
 static int dump_unit(void *arg, const struct cfs_extent_unit_view *v)
 {
 	FILE *f = arg;
 
-	fprintf(f, "  unit %llu -> %llu ", (unsigned long long)v->file_unit,
-		(unsigned long long)v->store_unit);
-	if (v->state == CFS_EXTENT_WS_NONE) {
-		fputs("none\n", f);
-	} else if (v->state == CFS_EXTENT_WS_ALL) {
-		fputs("all\n", f);
-	} else {
-		for (uint32_t w = 0; w < (v->sector_count + 63) / 64; w++)
-			fprintf(f, "%016llx", (unsigned long long)atomic_load(&v->bits[w]));
-		fputc('\n', f);
+	for (uint64_t i = 0; i < v->unit_count; i++) {
+		fprintf(f, "  unit %llu -> %llu ", (unsigned long long)(v->file_unit + i),
+			(unsigned long long)(v->store_unit + i));
+		if (v->state == CFS_EXTENT_WS_NONE) {
+			fputs("none\n", f);
+		} else if (v->state == CFS_EXTENT_WS_ALL) {
+			fputs("all\n", f);
+		} else {
+			for (uint32_t w = 0; w < (v->sector_count + 63) / 64; w++)
+				fprintf(f, "%016llx", (unsigned long long)atomic_load(&v->bits[w]));
+			fputc('\n', f);
+		}
 	}
 	return 0;
 }

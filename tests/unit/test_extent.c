@@ -54,12 +54,12 @@ Test(extent, geom)
 	cr_assert_eq(cfs_extent_geom_init(&g, UNIT, SECTOR, 4096, 0), 0);
 	cr_assert_eq(g.sectors_per_unit, SPU);
 	cr_assert_geq(g.max_units, 2 * 4096);
-	cr_assert_eq(g.leaf_slots, 128);
-	cr_assert_eq(g.root_slots, 64);
+	cr_assert_eq(g.max_units, 8192);
 	cr_assert_eq(cfs_extent_geom_init(&g, 1u << 20, 512, 16ull << 20, 0), 0);
-	cr_assert_eq(g.leaf_slots, 8192);
-	cr_assert_eq(g.root_slots, 4096);
-	cr_assert_geq(g.max_units, 32ull << 20);
+	cr_assert_eq(g.max_units, 32ull << 20);
+	/* The earlier table's rounding: a multiple of its leaf (64..65536). */
+	cr_assert_eq(cfs_extent_geom_init(&g, 4096, 512, 1000, 0), 0);
+	cr_assert_eq(g.max_units, 2048);
 	cr_assert_eq(cfs_extent_geom_init(&g, 3000, 512, 10, 0), -EINVAL);
 	cr_assert_eq(cfs_extent_geom_init(&g, 4096, 8192, 10, 0), -EINVAL);
 	cr_assert_eq(cfs_extent_geom_init(&g, 1u << 30, 256, 10, 0), -EINVAL);
@@ -479,6 +479,317 @@ Test(extent, writers_never_lose_bits_to_a_clearer, .init = setup, .fini = teardo
 	cr_assert(w);
 }
 
+/* ---- runs: memory by extents, splitting and merging ------------------------ */
+
+static int count_views_cb(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct collected *c = arg;
+
+	if (c->n < 16) {
+		c->fu[c->n] = v->file_unit;
+		c->state[c->n] = v->state;
+	}
+	c->n++;
+	return 0;
+}
+
+static int nop_cb(void *arg, const struct cfs_extent_unit_view *v)
+{
+	(void)arg;
+	(void)v;
+	return 0;
+}
+
+Test(extent, a_million_units_in_one_run_cost_a_run, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_geom big;
+	struct cfs_extent_map *m;
+	struct collected c = { 0 };
+	struct cfs_extent_run run;
+
+	/* 4M units of 64 KiB (256 GiB): one file maps 1M of them. */
+	cr_assert_eq(cfs_extent_geom_init(&big, UNIT, SECTOR, 4ull << 20, DATA0), 0);
+	cr_assert_eq(cfs_extent_map_create(&big, NULL, NULL, &m), 0);
+	cr_assert_eq(cfs_extent_map_units(m, 0, 1000, 1u << 20), 0);
+	cr_assert_eq(cfs_extent_mapped_units(m), 1u << 20);
+	cr_assert_lt(cfs_extent_map_bytes(m), 4096, "%llu bytes",
+		     (unsigned long long)cfs_extent_map_bytes(m));
+	/* Written unit by unit (a sequential fill), then collected: one run. */
+	for (uint64_t fu = 0; fu < 4096; fu++)
+		cr_assert_eq(cfs_extent_mark_written(m, fu * UNIT, UNIT,
+						     DATA0 + (1000 + fu) * UNIT), 0);
+	cr_assert_eq(cfs_extent_collect_dirty(m, nop_cb, NULL), 0);
+	/* Folded records leave the table once no reader can hold the old base,
+	 * and are freed two epochs later: a few calls with no reader. */
+	for (int i = 0; i < 4 && cfs_extent_quiesce(m); i++)
+		;
+	cr_assert_not(cfs_extent_quiesce(m));
+	cr_assert_lt(cfs_extent_map_bytes(m), 4096, "%llu bytes after the fill",
+		     (unsigned long long)cfs_extent_map_bytes(m));
+	cr_assert_eq(cfs_extent_for_each(m, count_views_cb, &c), 0);
+	cr_assert_eq(c.n, 2);
+	cr_assert_eq(c.state[0], CFS_EXTENT_WS_ALL);
+	cr_assert_eq(c.state[1], CFS_EXTENT_WS_NONE);
+	cr_assert_eq(c.fu[1], 4096);
+	cr_assert_eq(cfs_extent_lookup(m, 0, (1ull << 20) * UNIT, &run), 0);
+	cr_assert_eq(run.length_bytes, (1ull << 20) * UNIT);
+	cfs_extent_quiesce(m);
+	cfs_extent_map_destroy(m);
+}
+
+Test(extent, worst_case_every_unit_its_own_run, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_geom big;
+	struct cfs_extent_map *m;
+	const uint64_t n = 100000;
+	uint64_t bytes;
+
+	cr_assert_eq(cfs_extent_geom_init(&big, UNIT, SECTOR, 4ull << 20, DATA0), 0);
+	cr_assert_eq(cfs_extent_map_create(&big, NULL, NULL, &m), 0);
+	/* Every other store unit: no two file units continue each other. */
+	for (uint64_t fu = 0; fu < n; fu++)
+		cr_assert_eq(cfs_extent_map_units(m, fu, 2 * fu, 1), 0);
+	cfs_extent_quiesce(m);
+	bytes = cfs_extent_map_bytes(m);
+	/* 32 bytes a run, leaves packed when appended, plus the top. */
+	cr_assert_lt(bytes, n * 40, "%llu bytes for %llu runs", (unsigned long long)bytes,
+		     (unsigned long long)n);
+	for (uint64_t fu = 0; fu < n; fu += 997)
+		cr_assert_eq(cfs_extent_unit_get(m, fu), (int64_t)(2 * fu));
+	cfs_extent_map_destroy(m);
+}
+
+Test(extent, punch_and_truncate_in_the_middle_of_a_run, .init = setup, .fini = teardown)
+{
+	struct unmapped u = { 0 };
+	struct collected c = { 0 };
+	struct cfs_extent_run run;
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 100, 64), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 64 * UNIT, dev(100, 0)), 0);
+	cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+	/* Punch units 10..19 out of the middle: two runs remain. */
+	cr_assert_eq(cfs_extent_unmap(map, 10, 10, unmap_cb, &u), 10);
+	cr_assert_eq(u.n, 1);
+	cr_assert_eq(u.fu[0], 10);
+	cr_assert_eq(u.su[0], 110);
+	cr_assert_eq(u.count[0], 10);
+	cr_assert_eq(cfs_extent_lookup(map, 0, 64 * UNIT, &run), 0);
+	cr_assert_eq(run.length_bytes, 10 * UNIT);
+	cr_assert_eq(cfs_extent_lookup(map, 10 * UNIT, 64 * UNIT, &run), 0);
+	cr_assert_not(run.mapped);
+	cr_assert_eq(run.length_bytes, 10 * UNIT);
+	cr_assert_eq(cfs_extent_lookup(map, 20 * UNIT + 5, 64 * UNIT, &run), 0);
+	cr_assert_eq(run.store_unit, 120);
+	cr_assert_eq(run.device_offset_bytes, dev(120, 5));
+	cr_assert_eq(run.length_bytes, 44 * UNIT - 5);
+	/* Clear sectors inside unit 30 of the second run: ALL, BITMAP, ALL. */
+	cr_assert_eq(cfs_extent_mark_unwritten(map, 30 * UNIT + 4 * SECTOR, 2 * SECTOR, NULL,
+					       NULL),
+		     0);
+	cr_assert(cfs_extent_sector_written(map, 30 * UNIT + 3 * SECTOR));
+	cr_assert_not(cfs_extent_sector_written(map, 30 * UNIT + 4 * SECTOR));
+	cr_assert_not(cfs_extent_sector_written(map, 30 * UNIT + 5 * SECTOR));
+	cr_assert(cfs_extent_sector_written(map, 30 * UNIT + 6 * SECTOR));
+	cr_assert_eq(cfs_extent_written_span(map, 20 * UNIT, 44 * UNIT, &w),
+		     10 * UNIT + 4 * SECTOR);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_for_each(map, count_views_cb, &c), 0);
+	cr_assert_eq(c.n, 4); /* 0..9 ALL, 20..29 ALL, 30 BITMAP, 31..63 ALL */
+	cr_assert_eq(c.state[2], CFS_EXTENT_WS_BITMAP);
+	cr_assert_eq(c.fu[2], 30);
+	/* Truncate in the middle of the last run: units 40.. go. */
+	u.n = 0;
+	cr_assert_eq(cfs_extent_unmap(map, 40, UINT64_MAX, unmap_cb, &u), 24);
+	cr_assert_eq(u.n, 1);
+	cr_assert_eq(u.su[0], 140);
+	cr_assert_eq(cfs_extent_mapped_units(map), 30);
+	/* Rewriting the cleared sectors folds unit 30 back into one run. */
+	cr_assert_eq(cfs_extent_mark_written(map, 30 * UNIT + 4 * SECTOR, 2 * SECTOR,
+					     dev(130, 4 * SECTOR)),
+		     0);
+	cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+	c.n = 0;
+	cr_assert_eq(cfs_extent_for_each(map, count_views_cb, &c), 0);
+	cr_assert_eq(c.n, 2);
+	cr_assert_eq(c.fu[1], 20);
+	cr_assert_eq(c.state[1], CFS_EXTENT_WS_ALL);
+}
+
+Test(extent, move_keeps_the_written_state, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_run run;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 10, 4), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, UNIT, dev(10, 0)), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 2 * UNIT + 7 * SECTOR, SECTOR,
+					     dev(12, 7 * SECTOR)),
+		     0);
+	cr_assert_eq(cfs_extent_move(map, 1, 3, 500), 0);
+	cr_assert_eq(cfs_extent_unit_get(map, 0), 10);
+	cr_assert_eq(cfs_extent_unit_get(map, 2), 501);
+	cr_assert(cfs_extent_sector_written(map, 0));
+	cr_assert(cfs_extent_sector_written(map, 2 * UNIT + 7 * SECTOR));
+	cr_assert_not(cfs_extent_sector_written(map, 2 * UNIT + 6 * SECTOR));
+	cr_assert_not(cfs_extent_sector_written(map, UNIT));
+	/* A late completion to the old unit marks nothing. */
+	cr_assert_eq(cfs_extent_mark_written(map, 3 * UNIT, UNIT, dev(13, 0)), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 3 * UNIT));
+	cr_assert_eq(cfs_extent_mark_written(map, 3 * UNIT, UNIT, dev(502, 0)), 0);
+	cr_assert(cfs_extent_sector_written(map, 3 * UNIT));
+	cr_assert_eq(cfs_extent_lookup(map, UNIT, 3 * UNIT, &run), 0);
+	cr_assert_eq(run.store_unit, 500);
+	cr_assert_eq(run.length_bytes, 3 * UNIT);
+	cr_assert_eq(cfs_extent_move(map, 3, 2, 600), -ENOENT);
+	cr_assert_eq(cfs_extent_move(map, 0, 1, 4095 + 1), -ERANGE);
+}
+
+Test(extent, apply_written_run, .init = setup, .fini = teardown)
+{
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 10, 4), 0);
+	cr_assert_eq(cfs_extent_map_units(map, 4, 50, 4), 0);
+	/* Units 0..3 map 10..13; 4..7 map 50..53: only the matching ones. */
+	cr_assert_eq(cfs_extent_apply_written_run(map, 0, 10, 8), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, 8 * UNIT, &w), 4 * UNIT);
+	cr_assert(w);
+	cr_assert_not(cfs_extent_sector_written(map, 4 * UNIT));
+	cr_assert_eq(atomic_load(&notified), 0);
+}
+
+/* ---- concurrency: lock-free readers while runs split and merge -------------- */
+
+#define STABLE_UNITS 64u
+static atomic_bool stop_readers;
+
+/* Units [0, 64) map store units [0, 64) and stay wholly written; units
+ * [64, 192) are remapped, punched, partly cleared and refilled meanwhile. */
+static void *stable_reader(void *p)
+{
+	uint64_t seed = (uint64_t)(uintptr_t)p;
+
+	while (!atomic_load(&stop_readers)) {
+		struct cfs_extent_run run;
+		uint64_t fu;
+		bool w;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		fu = (seed >> 33) % STABLE_UNITS;
+		cr_assert_eq(cfs_extent_lookup(map, fu * UNIT + 512, UNIT, &run), 0);
+		cr_assert(run.mapped);
+		cr_assert_eq(run.store_unit, fu);
+		cr_assert_eq(run.device_offset_bytes, dev(fu, 512));
+		cr_assert_eq(cfs_extent_written_span(map, fu * UNIT, UNIT, &w), UNIT);
+		cr_assert(w);
+		cr_assert(cfs_extent_sector_written(map, fu * UNIT + (seed % SPU) * SECTOR));
+		/* Anywhere in the churning part: a consistent answer. */
+		cr_assert_eq(cfs_extent_lookup(map, (64 + (seed >> 40) % 128) * UNIT, 8 * UNIT,
+					       &run),
+			     0);
+		if (run.mapped)
+			cr_assert_geq(run.store_unit, 1000);
+	}
+	return NULL;
+}
+
+Test(extent, runs_split_and_merge_under_concurrent_lookups, .init = setup, .fini = teardown)
+{
+	pthread_t t[2];
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, STABLE_UNITS), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, STABLE_UNITS * UNIT, dev(0, 0)), 0);
+	cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+	atomic_store(&stop_readers, false);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, stable_reader, (void *)(uintptr_t)(i + 1));
+	/* This thread is the inode lock and the completions of the churn. */
+	for (int round = 0; round < 300; round++) {
+		uint64_t base = 1000 + (uint64_t)(round % 7) * 200;
+
+		cr_assert_eq(cfs_extent_map_units(map, 64, base, 128), 0);
+		/* Split: every third unit written, some partly. */
+		for (uint64_t fu = 64; fu < 192; fu += 3)
+			cr_assert_eq(cfs_extent_mark_written(map, fu * UNIT, (fu % 2 ? UNIT : 8 * SECTOR),
+							     dev(base + fu - 64, 0)),
+				     0);
+		cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+		/* Merge: fill everything, fold. */
+		cr_assert_eq(cfs_extent_mark_written(map, 64 * UNIT, 128 * UNIT, dev(base, 0)), 0);
+		cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+		/* Punch in the middle of the run, clear inside a unit. */
+		cr_assert_eq(cfs_extent_unmap(map, 100, 20, NULL, NULL), 20);
+		cr_assert_eq(cfs_extent_mark_unwritten(map, 150 * UNIT + 1024, 4096, NULL, NULL), 0);
+		cr_assert_eq(cfs_extent_unmap(map, 64, 128, NULL, NULL), 108);
+		cfs_extent_quiesce(map);
+	}
+	atomic_store(&stop_readers, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(cfs_extent_mapped_units(map), STABLE_UNITS);
+	cfs_extent_quiesce(map);
+	/* What the churn retired was freed although readers never stopped. */
+	cr_assert_lt(cfs_extent_map_bytes(map), 8192, "%llu bytes",
+		     (unsigned long long)cfs_extent_map_bytes(map));
+}
+
+struct marker_arg {
+	int id;
+	uint64_t units;
+};
+
+/* A completion thread: writes every sector of its share of the units, one
+ * sector at a time in a scattered order. */
+static void *sector_marker(void *p)
+{
+	struct marker_arg *a = p;
+
+	for (uint32_t s = 0; s < SPU; s++) {
+		for (uint64_t fu = (uint64_t)a->id; fu < a->units; fu += 2) {
+			uint32_t sec = (s * 37 + (uint32_t)fu) % SPU;
+
+			cr_assert_eq(cfs_extent_mark_written(map, fu * UNIT + sec * SECTOR, SECTOR,
+							     dev(fu, sec * SECTOR)),
+				     0);
+		}
+	}
+	return NULL;
+}
+
+static atomic_bool stop_collecting;
+
+static void *collector(void *p)
+{
+	(void)p;
+	while (!atomic_load(&stop_collecting)) {
+		cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+		cfs_extent_quiesce(map);
+	}
+	return NULL;
+}
+
+Test(extent, completions_race_the_fold, .init = setup, .fini = teardown)
+{
+	const uint64_t units = 96;
+	struct marker_arg args[2] = { { 0, units }, { 1, units } };
+	pthread_t t[2], tc;
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_units(map, 0, 0, units), 0);
+	atomic_store(&stop_collecting, false);
+	pthread_create(&tc, NULL, collector, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, sector_marker, &args[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	atomic_store(&stop_collecting, true);
+	pthread_join(tc, NULL);
+	cr_assert_eq(cfs_extent_written_span(map, 0, units * UNIT, &w), units * UNIT);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_collect_dirty(map, nop_cb, NULL), 0);
+	cr_assert_eq(cfs_extent_for_each(map, count_all_cb, NULL), 0);
+}
 /* ---- remap (online moves between stores) ------------------------------------ */
 
 struct remap_seen {
