@@ -87,6 +87,7 @@ struct fsck_geom {
 	uint32_t unit_bytes;	 /* allocation unit */
 	uint32_t sector_bytes;	 /* logical sector: written-state granularity */
 	uint64_t max_file_units; /* a file's map reaches this far */
+	uint64_t incompat;	 /* the superblock's incompat features */
 };
 
 struct fsck_model;

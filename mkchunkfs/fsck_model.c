@@ -154,13 +154,14 @@ static struct hnode *htab_next(struct hnode *h, uint64_t key)
 
 enum { WS_NONE, WS_ALL, WS_BITMAP };
 
-struct munit {
-	struct hnode h; /* key: unit_key(ino, file_unit) */
-	uint64_t ino;
-	uint64_t file_unit;
-	uint64_t store_unit;
-	struct munit *prev; /* the inode's list */
-	struct munit *next;
+/* A run of mapped units of one inode: file units [fu, +count) -> store units
+ * [su, +count), one state; a WS_BITMAP run is one unit. The model keeps its
+ * memory proportional to the runs, as the daemon does, so a 100 TB store of
+ * large chunks is checked in seconds. */
+struct mrun {
+	uint64_t fu;
+	uint64_t count;
+	uint64_t su;
 	int state;     /* WS_* */
 	uint8_t *bits; /* WS_BITMAP: sectors_per_unit bits, LSB first */
 };
@@ -173,7 +174,9 @@ struct minode {
 	uint32_t nlink;
 	uint64_t size_bytes;
 	uint64_t parent_ino;
-	struct munit *units;
+	struct mrun *runs; /* sorted by fu, not overlapping */
+	size_t nruns;
+	size_t capruns;
 	/* check */
 	uint32_t entries;   /* directory entries naming it */
 	uint32_t subdirs;   /* entries in it naming directories */
@@ -196,7 +199,6 @@ struct fsck_model {
 	uint32_t sectors_per_unit;
 	struct fsck_report *r;
 	struct htab inodes;
-	struct htab units;
 	struct htab dirents;
 	bool in_snapshot;
 	uint64_t seq; /* of the record being applied, for messages */
@@ -208,11 +210,6 @@ struct fsck_model {
 	uint64_t txn_first_seq;
 	bool txn_too_long;
 };
-
-static uint64_t unit_key(uint64_t ino, uint64_t file_unit)
-{
-	return ino * 0xff51afd7ed558ccdull ^ file_unit;
-}
 
 static uint64_t name_key(uint64_t dir, const char *name, uint32_t length)
 {
@@ -236,19 +233,6 @@ static struct minode *inode_find(struct fsck_model *m, uint64_t ino)
 	return h ? (struct minode *)h : NULL;
 }
 
-static struct munit *unit_find(struct fsck_model *m, uint64_t ino, uint64_t file_unit)
-{
-	uint64_t key = unit_key(ino, file_unit);
-
-	for (struct hnode *h = htab_first(&m->units, key); h; h = htab_next(h, key)) {
-		struct munit *u = (struct munit *)h;
-
-		if (u->ino == ino && u->file_unit == file_unit)
-			return u;
-	}
-	return NULL;
-}
-
 static struct mdirent *dirent_find(struct fsck_model *m, uint64_t dir, const char *name,
 				   uint32_t length)
 {
@@ -263,23 +247,18 @@ static struct mdirent *dirent_find(struct fsck_model *m, uint64_t dir, const cha
 	return NULL;
 }
 
-static void unit_drop(struct fsck_model *m, struct minode *in, struct munit *u)
+static void runs_free(struct minode *in)
 {
-	htab_remove(&m->units, &u->h);
-	if (u->prev)
-		u->prev->next = u->next;
-	else
-		in->units = u->next;
-	if (u->next)
-		u->next->prev = u->prev;
-	free(u->bits);
-	free(u);
+	for (size_t i = 0; i < in->nruns; i++)
+		free(in->runs[i].bits);
+	free(in->runs);
+	in->runs = NULL;
+	in->nruns = in->capruns = 0;
 }
 
 static void inode_drop(struct fsck_model *m, struct minode *in)
 {
-	while (in->units)
-		unit_drop(m, in, in->units);
+	runs_free(in);
 	htab_remove(&m->inodes, &in->h);
 	free(in);
 }
@@ -392,6 +371,145 @@ static void remove_entry(struct fsck_model *m, uint64_t dir_ino, const char *nam
 	}
 }
 
+/* Index of the first run of in that ends after fu. */
+static size_t run_index(const struct minode *in, uint64_t fu)
+{
+	size_t lo = 0, hi = in->nruns;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (in->runs[mid].fu + in->runs[mid].count <= fu)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Runs being built for a span of an inode (merged as they are added). */
+struct runlist {
+	struct mrun *e;
+	size_t n, cap;
+};
+
+static int runlist_add(struct runlist *l, struct mrun r)
+{
+	if (r.count == 0)
+		return 0;
+	if (l->n && r.state != WS_BITMAP) {
+		struct mrun *last = &l->e[l->n - 1];
+
+		if (last->state == r.state && last->fu + last->count == r.fu &&
+		    last->su + last->count == r.su) {
+			last->count += r.count;
+			return 0;
+		}
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 8;
+		struct mrun *g = realloc(l->e, cap * sizeof(*g));
+
+		if (!g)
+			return -ENOMEM;
+		l->e = g;
+		l->cap = cap;
+	}
+	l->e[l->n++] = r;
+	return 0;
+}
+
+/* The part [a, b) of run r (bits move with a one-unit run). */
+static struct mrun run_piece(const struct mrun *r, uint64_t a, uint64_t b)
+{
+	return (struct mrun){a, b - a, r->su + (a - r->fu), r->state, r->bits};
+}
+
+/* Replace runs [lo, hi) of in by l's (which takes their place, in order). */
+static int runs_splice(struct minode *in, size_t lo, size_t hi, struct runlist *l)
+{
+	size_t n = in->nruns - (hi - lo) + l->n;
+
+	if (n > in->capruns) {
+		size_t cap = in->capruns ? in->capruns : 8;
+		struct mrun *g;
+
+		while (cap < n)
+			cap *= 2;
+		g = realloc(in->runs, cap * sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+		in->runs = g;
+		in->capruns = cap;
+	}
+	memmove(in->runs + lo + l->n, in->runs + hi, (in->nruns - hi) * sizeof(*in->runs));
+	memcpy(in->runs + lo, l->e, l->n * sizeof(*l->e));
+	in->nruns = n;
+	return 0;
+}
+
+enum span_op { SPAN_MAP, SPAN_UNMAP, SPAN_ALL };
+
+/*
+ * Apply one range operation to in's runs over file units [fu, fu + count):
+ *   SPAN_MAP   map store units [su, +count): units already mapping su + offset
+ *              keep their written-state, the rest become unwritten mappings;
+ *   SPAN_UNMAP the range becomes holes;
+ *   SPAN_ALL   units mapping su + offset become wholly written.
+ */
+static int apply_span(struct minode *in, enum span_op op, uint64_t fu, uint64_t su, uint64_t count)
+{
+	uint64_t end = fu + count, pos = fu;
+	size_t lo = run_index(in, fu), core_end = lo, first, last;
+	struct runlist l = {0};
+	int ret = 0;
+
+	while (core_end < in->nruns && in->runs[core_end].fu < end)
+		core_end++;
+	/* One neighbour on each side, to merge with. */
+	first = lo > 0 ? lo - 1 : 0;
+	last = core_end < in->nruns ? core_end + 1 : core_end;
+	for (size_t i = first; i < lo && !ret; i++)
+		ret = runlist_add(&l, in->runs[i]);
+	for (size_t i = lo; i < core_end && !ret; i++) {
+		struct mrun *r = &in->runs[i];
+		uint64_t a = r->fu > fu ? r->fu : fu;
+		uint64_t b = r->fu + r->count < end ? r->fu + r->count : end;
+		struct mrun part = run_piece(r, a, b);
+		bool same = part.su == su + (a - fu);
+
+		if (r->fu < fu)
+			ret = runlist_add(&l, run_piece(r, r->fu, fu));
+		if (op == SPAN_MAP && a > pos)
+			ret = ret
+				      ?: runlist_add(&l,
+						     (struct mrun){pos, a - pos, su + (pos - fu),
+								   WS_NONE, NULL});
+		if (op == SPAN_UNMAP || (op == SPAN_MAP && !same)) {
+			free(part.bits);
+			part = (struct mrun){a, b - a, su + (a - fu), WS_NONE, NULL};
+		} else if (op == SPAN_ALL && same) {
+			free(part.bits);
+			part.bits = NULL;
+			part.state = WS_ALL;
+		}
+		if (op != SPAN_UNMAP)
+			ret = ret ?: runlist_add(&l, part);
+		pos = b;
+		if (r->fu + r->count > end)
+			ret = ret ?: runlist_add(&l, run_piece(r, end, r->fu + r->count));
+	}
+	if (op == SPAN_MAP && pos < end && !ret)
+		ret = runlist_add(&l,
+				  (struct mrun){pos, end - pos, su + (pos - fu), WS_NONE, NULL});
+	for (size_t i = core_end; i < last && !ret; i++)
+		ret = runlist_add(&l, in->runs[i]);
+	if (!ret)
+		ret = runs_splice(in, first, last, &l);
+	free(l.e);
+	return ret;
+}
+
 /* A pool: [unit, +count) lies inside one store's units (fs/POOLS.md). */
 static bool in_one_store(const struct fsck_geom *g, uint64_t unit, uint64_t count)
 {
@@ -413,16 +531,11 @@ static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
 	struct minode *in = inode_find(m, ino);
 
 	if (type == CFS_LOG_EXTENT_UNMAP) {
-		struct munit *u, *next;
-
-		if (!in)
+		if (!in || count == 0 || file_unit >= m->g.max_file_units)
 			return 0;
-		for (u = in->units; u; u = next) {
-			next = u->next;
-			if (u->file_unit >= file_unit && u->file_unit - file_unit < count)
-				unit_drop(m, in, u);
-		}
-		return 0;
+		if (count > m->g.max_file_units - file_unit)
+			count = m->g.max_file_units - file_unit;
+		return apply_span(in, SPAN_UNMAP, file_unit, 0, count);
 	}
 	/* Checked before the inode: these records can never be valid. */
 	if (count == 0 || count > m->g.unit_count || store_unit > m->g.unit_count - count ||
@@ -432,28 +545,26 @@ static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
 		return bad_record(m, "mapping beyond the largest file"), 0;
 	if (!in || !S_ISREG(in->mode))
 		return 0;
-	for (uint64_t i = 0; i < count; i++) {
-		struct munit *u = unit_find(m, ino, file_unit + i);
+	return apply_span(in, SPAN_MAP, file_unit, store_unit, count);
+}
 
-		if (u && u->store_unit == store_unit + i)
-			continue; /* the same mapping keeps its written-state */
-		if (u)
-			unit_drop(m, in, u);
-		u = calloc(1, sizeof(*u));
-		if (!u)
-			return -ENOMEM;
-		u->h.key = unit_key(ino, file_unit + i);
-		u->ino = ino;
-		u->file_unit = file_unit + i;
-		u->store_unit = store_unit + i;
-		u->state = WS_NONE;
-		u->next = in->units;
-		if (in->units)
-			in->units->prev = u;
-		in->units = u;
-		htab_insert(&m->units, &u->h);
-	}
-	return 0;
+static int apply_written_run(struct fsck_model *m, const uint8_t *p)
+{
+	uint64_t ino = get64(p), file_unit = get64(p + 8);
+	uint64_t store_unit = get64(p + 16), count = get64(p + 24);
+	struct minode *in;
+
+	if (!(m->g.incompat & CFS_FEAT_INCOMPAT_WRITTEN_RUNS))
+		return bad_record(m, "written-run record on a store without the written_runs "
+				     "feature"),
+		       0;
+	if (count == 0 || file_unit > m->g.max_file_units ||
+	    count > m->g.max_file_units - file_unit)
+		return bad_record(m, "written run beyond the largest file"), 0;
+	in = inode_find(m, ino);
+	if (!in || !S_ISREG(in->mode))
+		return 0;
+	return apply_span(in, SPAN_ALL, file_unit, store_unit, count);
 }
 
 static bool bit_get(const uint8_t *b, uint32_t i)
@@ -470,7 +581,7 @@ static void bit_put(uint8_t *b, uint32_t i, bool v)
 }
 
 /* NONE/ALL with every bit the same, else a bitmap. */
-static void ws_normalize(struct fsck_model *m, struct munit *u)
+static void ws_normalize(struct fsck_model *m, struct mrun *u)
 {
 	uint32_t set = 0;
 
@@ -490,7 +601,11 @@ static int apply_written(struct fsck_model *m, const uint8_t *p, uint32_t n)
 	uint64_t ino = get64(p), file_unit = get64(p + 8), store_unit = get64(p + 16);
 	uint32_t op = get32(p + 24), first = get32(p + 28), count = get32(p + 32);
 	const uint8_t *bits = (get32(p + 36) & M_WRITTEN_F_BITS) ? p + P_WRITTEN : NULL;
-	struct munit *u;
+	struct minode *in;
+	struct mrun *r, u;
+	struct runlist l = {0};
+	size_t i;
+	int ret = 0;
 
 	if (op > 2)
 		return bad_record(m, "written-state record with an unknown operation"), 0;
@@ -498,30 +613,59 @@ static int apply_written(struct fsck_model *m, const uint8_t *p, uint32_t n)
 		return bad_record(m, "written-state record beyond its unit"), 0;
 	if (bits && (count + 7u) / 8 > n - P_WRITTEN)
 		return bad_record(m, "record payload too short for its type"), 0;
-	u = unit_find(m, ino, file_unit);
-	if (!u || u->store_unit != store_unit)
+	in = inode_find(m, ino);
+	if (!in)
+		return 0;
+	i = run_index(in, file_unit);
+	if (i >= in->nruns)
+		return 0;
+	r = &in->runs[i];
+	if (r->fu > file_unit || r->su + (file_unit - r->fu) != store_unit)
 		return 0; /* about a mapping that is gone */
-	if (u->state != WS_BITMAP) {
-		uint8_t fill = u->state == WS_ALL ? 0xff : 0;
+	u = run_piece(r, file_unit, file_unit + 1);
+	u.bits = r->state == WS_BITMAP ? r->bits : NULL;
+	if (u.state != WS_BITMAP) {
+		uint8_t fill = u.state == WS_ALL ? 0xff : 0;
 
-		u->bits = malloc((m->sectors_per_unit + 7) / 8);
-		if (!u->bits)
+		u.bits = malloc((m->sectors_per_unit + 7) / 8);
+		if (!u.bits)
 			return -ENOMEM;
-		memset(u->bits, fill, (m->sectors_per_unit + 7) / 8);
-		u->state = WS_BITMAP;
+		memset(u.bits, fill, (m->sectors_per_unit + 7) / 8);
+		u.state = WS_BITMAP;
 	}
-	for (uint32_t i = 0; i < count; i++) {
-		bool b = bits ? bit_get(bits, i) : true;
+	for (uint32_t k = 0; k < count; k++) {
+		bool b = bits ? bit_get(bits, k) : true;
 
 		if (op == 1)
-			bit_put(u->bits, first + i, false);
+			bit_put(u.bits, first + k, false);
 		else if (op == 2)
-			bit_put(u->bits, first + i, b);
+			bit_put(u.bits, first + k, b);
 		else if (b)
-			bit_put(u->bits, first + i, true);
+			bit_put(u.bits, first + k, true);
 	}
-	ws_normalize(m, u);
-	return 0;
+	ws_normalize(m, &u);
+	/* The run split around the unit, neighbours merged again. */
+	{
+		size_t lo = i > 0 ? i - 1 : 0, hi = i + 2 < in->nruns ? i + 2 : in->nruns;
+
+		for (size_t k = lo; k < hi && !ret; k++) {
+			struct mrun *q = &in->runs[k];
+
+			if (k != i) {
+				ret = runlist_add(&l, *q);
+				continue;
+			}
+			ret = runlist_add(&l, run_piece(q, q->fu, file_unit));
+			ret = ret ?: runlist_add(&l, u);
+			ret = ret ?: runlist_add(&l, run_piece(q, file_unit + 1, q->fu + q->count));
+		}
+		if (!ret)
+			ret = runs_splice(in, lo, hi, &l);
+		else if (u.bits != r->bits)
+			free(u.bits);
+	}
+	free(l.e);
+	return ret;
 }
 
 static int apply_xattr(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t n)
@@ -550,13 +694,13 @@ static int apply_xattr(struct fsck_model *m, uint16_t type, const uint8_t *p, ui
 static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t n)
 {
 	static const uint32_t fixed[] = {
-		[CFS_LOG_FS_INFO] = P_FS_INFO,	     [CFS_LOG_INODE_CREATE] = P_INODE,
-		[CFS_LOG_INODE_UPDATE] = P_INODE,    [CFS_LOG_INODE_DELETE] = P_INODE_DELETE,
-		[CFS_LOG_DIRENT_ADD] = P_DIRENT,     [CFS_LOG_DIRENT_REMOVE] = P_DIRENT_RM,
-		[CFS_LOG_DIRENT_RENAME] = P_RENAME,  [CFS_LOG_XATTR_SET] = P_XATTR,
-		[CFS_LOG_XATTR_REMOVE] = P_XATTR_RM, [CFS_LOG_EXTENT_MAP] = P_EXTENT,
-		[CFS_LOG_EXTENT_UNMAP] = P_EXTENT,   [CFS_LOG_EXTENT_WRITTEN] = P_WRITTEN,
-		[CFS_LOG_INODE_PLACE] = P_PLACE,
+		[CFS_LOG_FS_INFO] = P_FS_INFO,		 [CFS_LOG_INODE_CREATE] = P_INODE,
+		[CFS_LOG_INODE_UPDATE] = P_INODE,	 [CFS_LOG_INODE_DELETE] = P_INODE_DELETE,
+		[CFS_LOG_DIRENT_ADD] = P_DIRENT,	 [CFS_LOG_DIRENT_REMOVE] = P_DIRENT_RM,
+		[CFS_LOG_DIRENT_RENAME] = P_RENAME,	 [CFS_LOG_XATTR_SET] = P_XATTR,
+		[CFS_LOG_XATTR_REMOVE] = P_XATTR_RM,	 [CFS_LOG_EXTENT_MAP] = P_EXTENT,
+		[CFS_LOG_EXTENT_UNMAP] = P_EXTENT,	 [CFS_LOG_EXTENT_WRITTEN] = P_WRITTEN,
+		[CFS_LOG_EXTENT_WRITTEN_RUN] = P_EXTENT, [CFS_LOG_INODE_PLACE] = P_PLACE,
 	};
 
 	if (type == CFS_LOG_NOOP || type == CFS_LOG_COMMIT || type >= M_TYPE_PRIVATE)
@@ -621,6 +765,8 @@ static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t
 		return apply_extent(m, type, p);
 	case CFS_LOG_EXTENT_WRITTEN:
 		return apply_written(m, p, n);
+	case CFS_LOG_EXTENT_WRITTEN_RUN:
+		return apply_written_run(m, p);
 	case CFS_LOG_INODE_PLACE:
 		/* Placement only steers where new units go (a file mid-move has
 		 * units on two stores, which is valid); a store that left the
@@ -729,8 +875,8 @@ static struct hnode **table_list(const struct htab *t)
 	return list;
 }
 
-/* Highest written sector of a unit, or -1. */
-static int64_t last_written(const struct fsck_model *m, const struct munit *u)
+/* Highest written sector of a one-unit run, or -1. */
+static int64_t last_written(const struct fsck_model *m, const struct mrun *u)
 {
 	if (u->state == WS_ALL)
 		return (int64_t)m->sectors_per_unit - 1;
@@ -742,53 +888,90 @@ static int64_t last_written(const struct fsck_model *m, const struct munit *u)
 	return -1;
 }
 
+/* Every run of every inode, by store unit: overlaps are units with two owners. */
+struct owned {
+	uint64_t su, count, ino, fu;
+};
+
+static int owned_cmp(const void *a, const void *b)
+{
+	const struct owned *x = a, *y = b;
+
+	return x->su < y->su ? -1 : x->su > y->su;
+}
+
 static int check_units(struct fsck_model *m, struct minode **inodes, size_t count)
 {
-	uint64_t *owner = calloc(m->g.unit_count ? m->g.unit_count : 1, sizeof(*owner));
+	struct owned *all;
+	size_t n = 0, total = 0;
 
-	if (!owner)
+	for (size_t i = 0; i < count; i++)
+		total += inodes[i]->nruns;
+	all = malloc((total ? total : 1) * sizeof(*all));
+	if (!all)
 		return -ENOMEM;
 	for (size_t i = 0; i < count; i++) {
 		struct minode *in = inodes[i];
 		uint64_t eof = (in->size_bytes + m->g.sector_bytes - 1) / m->g.sector_bytes *
 			       m->g.sector_bytes;
 
-		for (struct munit *u = in->units; u; u = u->next) {
-			int64_t last = last_written(m, u);
+		for (size_t k = 0; k < in->nruns; k++) {
+			struct mrun *u = &in->runs[k];
+			int64_t last = u->state == WS_ALL ? (int64_t)m->sectors_per_unit - 1
+							  : last_written(m, u);
+			uint64_t last_fu = u->fu + u->count - 1;
 
-			if (u->store_unit >= m->g.unit_count ||
-			    !in_one_store(&m->g, u->store_unit, 1)) {
+			if (u->su >= m->g.unit_count || u->count > m->g.unit_count - u->su ||
+			    !in_one_store(&m->g, u->su, u->count)) {
 				fsck_problem(m->r, FSCK_ERROR,
 					     "inode %llu maps unit %llu beyond the data region",
 					     (unsigned long long)in->ino,
-					     (unsigned long long)u->store_unit);
+					     (unsigned long long)u->su);
 				continue;
 			}
-			if (owner[u->store_unit]) {
-				fsck_problem(m->r, FSCK_ERROR,
-					     "data unit %llu is mapped by inode %llu and by inode "
-					     "%llu (file unit %llu)",
-					     (unsigned long long)u->store_unit,
-					     (unsigned long long)owner[u->store_unit],
-					     (unsigned long long)in->ino,
-					     (unsigned long long)u->file_unit);
-				continue;
-			}
-			owner[u->store_unit] = in->ino;
-			m->r->units_used++;
+			all[n++] = (struct owned){u->su, u->count, in->ino, u->fu};
 			/* Written sectors past EOF would come back as data if
 			 * the file grew again; truncate clears them. */
-			if (last >= 0 && u->file_unit * m->g.unit_bytes +
-							 ((uint64_t)last + 1) * m->g.sector_bytes >
-						 eof)
+			if (last >= 0 &&
+			    last_fu * m->g.unit_bytes + ((uint64_t)last + 1) * m->g.sector_bytes >
+				    eof) {
+				uint64_t at = u->fu;
+
+				/* The first unit of an ALL run that passes EOF. */
+				if (u->state == WS_ALL && eof / m->g.unit_bytes > at)
+					at = eof / m->g.unit_bytes;
 				fsck_problem(m->r, FSCK_WARN,
 					     "inode %llu has written sectors past its size "
 					     "(file unit %llu)",
-					     (unsigned long long)in->ino,
-					     (unsigned long long)u->file_unit);
+					     (unsigned long long)in->ino, (unsigned long long)at);
+			}
 		}
 	}
-	free(owner);
+	qsort(all, n, sizeof(*all), owned_cmp);
+	{
+		uint64_t reach = 0, owner = 0; /* end of the runs so far, and whose */
+
+		for (size_t i = 0; i < n; i++) {
+			uint64_t end = all[i].su + all[i].count;
+			uint64_t fresh =
+				end > reach ? end - (all[i].su > reach ? all[i].su : reach) : 0;
+
+			if (i && all[i].su < reach)
+				fsck_problem(m->r, FSCK_ERROR,
+					     "data unit %llu is mapped by inode %llu and by inode "
+					     "%llu (file unit %llu)",
+					     (unsigned long long)all[i].su,
+					     (unsigned long long)owner,
+					     (unsigned long long)all[i].ino,
+					     (unsigned long long)all[i].fu);
+			m->r->units_used += fresh;
+			if (end > reach) {
+				reach = end;
+				owner = all[i].ino;
+			}
+		}
+	}
+	free(all);
 	return 0;
 }
 
@@ -985,7 +1168,7 @@ int fsck_model_create(const struct fsck_geom *geom, struct fsck_report *report,
 	m->g = *geom;
 	m->r = report;
 	m->sectors_per_unit = geom->unit_bytes / geom->sector_bytes;
-	if (htab_init(&m->inodes) || htab_init(&m->units) || htab_init(&m->dirents)) {
+	if (htab_init(&m->inodes) || htab_init(&m->dirents)) {
 		fsck_model_destroy(m);
 		return -ENOMEM;
 	}
@@ -1010,11 +1193,10 @@ void fsck_model_destroy(struct fsck_model *m)
 {
 	if (!m)
 		return;
-	/* Units own their bitmaps. */
-	for (size_t i = 0; m->units.bucket && i <= m->units.mask; i++)
-		for (struct hnode *h = m->units.bucket[i]; h; h = h->next)
-			free(((struct munit *)h)->bits);
-	free_table(&m->units);
+	/* Inodes own their runs and those their bitmaps. */
+	for (size_t i = 0; m->inodes.bucket && i <= m->inodes.mask; i++)
+		for (struct hnode *h = m->inodes.bucket[i]; h; h = h->next)
+			runs_free((struct minode *)h);
 	free_table(&m->inodes);
 	free_table(&m->dirents);
 	free(m->txn);

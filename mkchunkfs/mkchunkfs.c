@@ -53,6 +53,8 @@ static void print_help(void)
 	     "  --sparse         do not write a new or extended image file fully\n"
 	     "  --join STORE0    format as a data store of STORE0's pool (fs/POOLS.md); the\n"
 	     "                   pool is then mounted as chunkfs STORE0,THIS,... DIR\n"
+	     "  --no-written-runs  without the written_runs feature: mountable by chunkfs\n"
+	     "                   before it, snapshots one record per written unit\n"
 	     "  -K               do not discard a block device's data region\n"
 	     "  -q               quiet: no summary, no progress\n"
 	     "  -D               print the store the target holds (read-only) and exit\n"
@@ -268,6 +270,8 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 	}
 	if (opts->label)
 		cfs_sb_set_label(&sb, opts->label); /* length checked by opts.c */
+	if (!opts->no_written_runs)
+		sb.incompat |= CFS_FEAT_INCOMPAT_WRITTEN_RUNS;
 
 	if (cfs_mkfs_signatures_find(&t, &found) < 0)
 		goto out_close;

@@ -23,7 +23,8 @@
 
 const char cfs_mkfs_usage_line[] =
 	"usage: mkchunkfs [-fnqKV] [-L label] [-U uuid] [-b block-size] [-a alloc-unit] "
-	"[-m metadata-size] [-s size] [--sparse] [--join STORE0] DEVICE-OR-IMAGE";
+	"[-m metadata-size] [-s size] [--sparse] [--join STORE0] [--no-written-runs] "
+	"DEVICE-OR-IMAGE";
 
 enum opt_kind {
 	OPT_FLAG, /* no value */
@@ -45,7 +46,7 @@ struct opt_desc {
 };
 
 /* Long-only options get keys outside the char range. */
-enum { KEY_SPARSE = 256, KEY_JOIN };
+enum { KEY_SPARSE = 256, KEY_JOIN, KEY_NO_WRITTEN_RUNS };
 
 static const struct opt_desc opt_table[] = {
 	{'f', "force", OPT_FLAG, NULL, 0, 0, false, true},
@@ -57,6 +58,7 @@ static const struct opt_desc opt_table[] = {
 	{'D', "print", OPT_FLAG, NULL, 0, 0, false, false},
 	{KEY_SPARSE, "sparse", OPT_FLAG, NULL, 0, 0, false, true},
 	{KEY_JOIN, "join", OPT_PATH, "store", 0, 0, false, true},
+	{KEY_NO_WRITTEN_RUNS, "no-written-runs", OPT_FLAG, NULL, 0, 0, false, true},
 	{'L', "label", OPT_LABEL, "label", 0, CFS_LABEL_BYTES - 1, false, true},
 	{'U', "uuid", OPT_UUID, "uuid", 0, 0, false, true},
 	{'b', "block-size", OPT_SIZE, "block size", CFS_BLOCK_SIZE_MIN, CFS_BLOCK_SIZE_MAX, true,
@@ -240,6 +242,9 @@ static void apply_flag(int key, struct cfs_mkfs_opts *opts)
 		break;
 	case KEY_SPARSE:
 		opts->sparse = true;
+		break;
+	case KEY_NO_WRITTEN_RUNS:
+		opts->no_written_runs = true;
 		break;
 	}
 }

@@ -45,6 +45,7 @@ struct cfs_mkfs_opts {
 	bool quiet;		    /* -q: no summary, no progress */
 	bool no_discard;	    /* -K: do not discard a block device */
 	bool sparse;		    /* --sparse: leave an image file's holes */
+	bool no_written_runs;	    /* --no-written-runs: a store older chunkfs mount */
 	bool print_only;	    /* -D / --print: decode an existing store */
 	const char *join;	    /* --join STORE0: format as a data store of
 				     * STORE0's pool (fs/POOLS.md) */

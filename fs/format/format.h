@@ -62,14 +62,21 @@
  *   ro_compat  a reader that does not know the bit may only read: decode
  *              succeeds with CFS_SB_RO_REQUIRED.
  *   incompat   a reader that does not know the bit must refuse: -EOPNOTSUPP.
+ * Bits defined (fs/format/FORMAT.md 3.2):
+ *   CFS_FEAT_INCOMPAT_POOL  a store of a pool of several stores
+ *       (fs/POOLS.md): the pool fields are valid, store 0 carries the table
+ *       of stores, other stores hold data only.
+ *   CFS_FEAT_INCOMPAT_WRITTEN_RUNS  the metadata may hold EXTENT_WRITTEN_RUN
+ *       records (a run of wholly written units in one record); mkchunkfs sets
+ *       it on new stores. Without it the daemon writes one EXTENT_WRITTEN
+ *       record per written unit, which every chunkfs reads.
  */
-/* A store of a pool of several stores (fs/POOLS.md): the pool fields are
- * valid, store 0 carries the table of stores, other stores hold data only. */
 #define CFS_FEAT_INCOMPAT_POOL		(1ull << 0)
+#define CFS_FEAT_INCOMPAT_WRITTEN_RUNS	(1ull << 1)
 
 #define CFS_FEAT_COMPAT_SUPPORTED	0ull
 #define CFS_FEAT_RO_COMPAT_SUPPORTED	0ull
-#define CFS_FEAT_INCOMPAT_SUPPORTED	CFS_FEAT_INCOMPAT_POOL
+#define CFS_FEAT_INCOMPAT_SUPPORTED	(CFS_FEAT_INCOMPAT_POOL | CFS_FEAT_INCOMPAT_WRITTEN_RUNS)
 
 /* Positive return of cfs_sb_decode / cfs_sb_pick / cfs_sb_check_mountable:
  * the superblock is valid but has ro_compat features this code does not
@@ -149,6 +156,8 @@ enum cfs_log_type {
 	CFS_LOG_EXTENT_WRITTEN = 66,	/* unwritten -> written */
 	CFS_LOG_ALLOC_RESERVE = 67,
 	CFS_LOG_ALLOC_FREE = 68,
+	CFS_LOG_EXTENT_WRITTEN_RUN = 69, /* a run of units wholly written
+					  * (incompat WRITTEN_RUNS) */
 
 	CFS_LOG_TYPE_PRIVATE = 0x8000,
 };

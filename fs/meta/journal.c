@@ -365,7 +365,8 @@ void cfs_txn_extent(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ex
 {
 	uint8_t *p;
 
-	CFS_ASSERT(type == CFS_LOG_EXTENT_MAP || type == CFS_LOG_EXTENT_UNMAP);
+	CFS_ASSERT(type == CFS_LOG_EXTENT_MAP || type == CFS_LOG_EXTENT_UNMAP ||
+		   type == CFS_LOG_EXTENT_WRITTEN_RUN);
 	p = txn_reserve(txn, type, EXTENT_BYTES);
 	if (p)
 		enc_extent(p, rec);
@@ -596,6 +597,12 @@ int cfs_snap_dirent_add(struct cfs_snap_builder *sb, const struct cfs_jrec_diren
 int cfs_snap_extent(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec)
 {
 	return cfs_snap_add(sb, CFS_LOG_EXTENT_MAP, sb->scratch, enc_extent(sb->scratch, rec));
+}
+
+int cfs_snap_written_run(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec)
+{
+	return cfs_snap_add(sb, CFS_LOG_EXTENT_WRITTEN_RUN, sb->scratch,
+			    enc_extent(sb->scratch, rec));
 }
 
 int cfs_snap_written(struct cfs_snap_builder *sb, const struct cfs_jrec_written *rec)
@@ -1342,6 +1349,17 @@ static int apply_record(struct cfs_journal *j, uint16_t type, const uint8_t *p, 
 		r.store_unit = get64(p + 16);
 		r.count = get64(p + 24);
 		return j->ops->apply_extent(fs, type, &r, why);
+	}
+	case CFS_LOG_EXTENT_WRITTEN_RUN: {
+		struct cfs_jrec_extent r;
+
+		if (n < EXTENT_BYTES)
+			return too_short(why);
+		r.ino = get64(p);
+		r.file_unit = get64(p + 8);
+		r.store_unit = get64(p + 16);
+		r.count = get64(p + 24);
+		return j->ops->apply_written_run(fs, &r, why);
 	}
 	case CFS_LOG_EXTENT_WRITTEN: {
 		struct cfs_jrec_written r;

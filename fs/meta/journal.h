@@ -125,7 +125,9 @@ struct cfs_jrec_rename {
 };
 
 /* CFS_LOG_EXTENT_MAP: file units [file_unit, +count) -> store units
- * [store_unit, +count), unwritten. CFS_LOG_EXTENT_UNMAP: store_unit 0. */
+ * [store_unit, +count), unwritten. CFS_LOG_EXTENT_UNMAP: store_unit 0.
+ * CFS_LOG_EXTENT_WRITTEN_RUN (stores with incompat WRITTEN_RUNS): the units
+ * of the range that map store_unit + offset are wholly written. */
 struct cfs_jrec_extent {
 	uint64_t ino;
 	uint64_t file_unit;
@@ -242,6 +244,8 @@ struct cfs_journal_ops {
 			    const char **why);
 	int (*apply_written)(struct cfs_fs *fs, const struct cfs_jrec_written *rec,
 			     const char **why);
+	int (*apply_written_run)(struct cfs_fs *fs, const struct cfs_jrec_extent *rec,
+				 const char **why);
 	int (*apply_xattr)(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
 			   const char **why);
 	int (*apply_place)(struct cfs_fs *fs, const struct cfs_jrec_place *rec, const char **why);
@@ -342,6 +346,7 @@ int cfs_snap_dirent_add(struct cfs_snap_builder *sb, const struct cfs_jrec_diren
 int cfs_snap_extent(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec);
 int cfs_snap_written(struct cfs_snap_builder *sb, const struct cfs_jrec_written *rec);
 int cfs_snap_place(struct cfs_snap_builder *sb, const struct cfs_jrec_place *rec);
+int cfs_snap_written_run(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec);
 int cfs_snap_xattr(struct cfs_snap_builder *sb, uint64_t ino, const char *name,
 		   uint32_t name_length, const void *value, uint32_t value_length);
 

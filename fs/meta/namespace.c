@@ -2465,8 +2465,16 @@ uint64_t cfs_ns_inode_count(struct cfs_fs *fs)
 /* ---- committer and snapshot
  * ----------------------------------------------------------------------- */
 
+/* The store takes a run of written units in one record (incompat
+ * WRITTEN_RUNS; RAM mounts log nothing). */
+static bool written_runs(const struct cfs_fs *fs)
+{
+	return fs->sb.incompat & CFS_FEAT_INCOMPAT_WRITTEN_RUNS;
+}
+
 struct capture_ctx {
 	struct cfs_txn *txn;
+	bool runs;
 	uint64_t ino;
 	uint8_t *bits; /* sectors_per_unit bits */
 };
@@ -2481,11 +2489,21 @@ static int capture_unit(void *arg, const struct cfs_extent_unit_view *v)
 
 	if (v->state == CFS_EXTENT_WS_NONE)
 		return 0;
+	if (v->state == CFS_EXTENT_WS_ALL && c->runs) {
+		struct cfs_jrec_extent run = {c->ino, v->file_unit, v->store_unit, v->unit_count};
+
+		cfs_txn_extent(c->txn, CFS_LOG_EXTENT_WRITTEN_RUN, &run);
+		return 0;
+	}
 	if (v->state == CFS_EXTENT_WS_BITMAP) {
 		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
 		rec.bits = c->bits;
 	}
-	cfs_txn_written(c->txn, &rec);
+	for (uint64_t i = 0; i < v->unit_count; i++) {
+		rec.file_unit = v->file_unit + i;
+		rec.store_unit = v->store_unit + i;
+		cfs_txn_written(c->txn, &rec);
+	}
 	return 0;
 }
 
@@ -2498,7 +2516,7 @@ int cfs_ns_commit_capture(struct cfs_fs *fs)
 	while (inode) {
 		struct cfs_inode *next = inode->dirty_next;
 		struct cfs_txn txn;
-		struct capture_ctx c = {&txn, inode->ino, bits};
+		struct capture_ctx c = {&txn, written_runs(fs), inode->ino, bits};
 
 		/* Unqueue before capturing: what changes from now on queues again. */
 		atomic_fetch_and(&inode->flags, ~CFS_INODE_F_QUEUED);
@@ -2525,6 +2543,7 @@ int cfs_ns_commit_capture(struct cfs_fs *fs)
 
 struct snap_ctx {
 	struct cfs_snap_builder *sb;
+	bool runs; /* the store takes EXTENT_WRITTEN_RUN records */
 	uint64_t ino;
 	uint8_t *bits;
 	struct cfs_jrec_extent run; /* pending EXTENT_MAP run */
@@ -2557,6 +2576,11 @@ static int snap_written_unit(void *arg, const struct cfs_extent_unit_view *v)
 
 	if (v->state == CFS_EXTENT_WS_NONE)
 		return 0; /* a fresh mapping is unwritten */
+	if (v->state == CFS_EXTENT_WS_ALL && c->runs) {
+		struct cfs_jrec_extent run = {c->ino, v->file_unit, v->store_unit, v->unit_count};
+
+		return cfs_snap_written_run(c->sb, &run);
+	}
 	if (v->state == CFS_EXTENT_WS_BITMAP) {
 		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
 		rec.bits = c->bits;
@@ -2607,7 +2631,7 @@ static int snap_inode(struct cfs_fs *fs, struct cfs_inode *inode, struct snap_ct
 int cfs_ns_snapshot(struct cfs_fs *fs, struct cfs_snap_builder *sb)
 {
 	struct cfs_ns *ns = ns_of(fs);
-	struct snap_ctx c = {.sb = sb};
+	struct snap_ctx c = {.sb = sb, .runs = written_runs(fs)};
 	struct cfs_jrec_fs_info info;
 	int ret;
 
@@ -2838,6 +2862,25 @@ int cfs_ns_apply_written(struct cfs_fs *fs, const struct cfs_jrec_written *rec, 
 		return -EUCLEAN;
 	}
 	return ret;
+}
+
+int cfs_ns_apply_written_run(struct cfs_fs *fs, const struct cfs_jrec_extent *rec, const char **why)
+{
+	struct cfs_inode *inode = table_find(ns_of(fs), rec->ino);
+
+	if (!written_runs(fs)) {
+		*why = "written-run record on a store without the written_runs feature";
+		return -EUCLEAN;
+	}
+	if (rec->count == 0 || rec->file_unit > fs->geom.max_units ||
+	    rec->count > fs->geom.max_units - rec->file_unit) {
+		*why = "written run beyond the largest file";
+		return -EUCLEAN;
+	}
+	if (!inode || !inode->map)
+		return 0;
+	return cfs_extent_apply_written_run(inode->map, rec->file_unit, rec->store_unit,
+					    rec->count);
 }
 
 int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,

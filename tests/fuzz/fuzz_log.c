@@ -41,7 +41,11 @@ static int snap_cb(const struct cfs_log_record *rec, void *arg)
 
 static void model_run(const uint8_t *buf, size_t length, uint64_t seed, bool snapshot)
 {
-	struct fsck_geom g = {.unit_count = 64, .unit_bytes = 65536, .sector_bytes = 512, .max_file_units = 128};
+	struct fsck_geom g = {.unit_count = 64,
+			      .unit_bytes = 65536,
+			      .sector_bytes = 512,
+			      .max_file_units = 128,
+			      .incompat = CFS_FEAT_INCOMPAT_WRITTEN_RUNS};
 	struct fsck_report r = {0};
 	struct cfs_log_walk_result res;
 	struct fsck_model *m;

@@ -65,6 +65,8 @@ static int build_store(struct cfs_io *io, const uint8_t *data, size_t size)
 	memcpy(sb.uuid, uuid, sizeof(uuid));
 	sb.generation = 1;
 	sb.flags = clean ? CFS_SB_CLEAN : 0;
+	/* Bit 2: a store with written runs (EXTENT_WRITTEN_RUN records). */
+	sb.incompat = size && (data[0] & 4) ? CFS_FEAT_INCOMPAT_WRITTEN_RUNS : 0;
 	half = cfs_sb_half_size_bytes(&sb);
 	ret = cfs_ioq_create(io, &qc, &q);
 	if (ret)

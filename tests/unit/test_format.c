@@ -242,7 +242,7 @@ Test(sb, unsupported_version)
 }
 
 /* Every bit of each mask, one at a time (the known incompat bits have their
- * own tests: pool_*). */
+ * own tests: pool_*, and WRITTEN_RUNS is accepted). */
 Test(sb, feature_bits)
 {
 	struct cfs_sb sb, out;
@@ -273,10 +273,16 @@ Test(sb, feature_bits)
 		if (mask & CFS_FEAT_INCOMPAT_SUPPORTED)
 			continue;
 		memcpy(block, orig, sizeof(block));
-		sb_patch(block, 32, 8, mask);	/* incompat: refused */
+		sb_patch(block, 32, 8, mask);	/* incompat: refused unless known */
 		cr_assert_eq(cfs_sb_decode(block, &out, NULL), -EOPNOTSUPP, "incompat bit %u", bit);
 		cr_assert_eq(cfs_sb_check_mountable(&out, NULL), -EOPNOTSUPP);
 	}
+	/* WRITTEN_RUNS needs nothing else in the superblock. */
+	memcpy(block, orig, sizeof(block));
+	sb_patch(block, 32, 8, CFS_FEAT_INCOMPAT_WRITTEN_RUNS);
+	cr_assert_eq(cfs_sb_decode(block, &out, NULL), 0);
+	cr_assert_eq(out.incompat, CFS_FEAT_INCOMPAT_WRITTEN_RUNS);
+	cr_assert_eq(cfs_sb_check_mountable(&out, NULL), 0);
 }
 
 Test(sb, unknown_flags_are_ignored)

@@ -61,6 +61,9 @@ static void io_read(uint64_t offset, void *data, uint32_t length)
 	free(buf);
 }
 
+/* Feature bits of the stores format_store() makes: mkchunkfs's default. */
+static uint64_t store_incompat = CFS_FEAT_INCOMPAT_WRITTEN_RUNS;
+
 static struct cfs_sb format_store(uint64_t meta_bytes, uint64_t flags)
 {
 	const struct cfs_io_geometry *geo = cfs_io_geometry(io);
@@ -75,6 +78,7 @@ static struct cfs_sb format_store(uint64_t meta_bytes, uint64_t flags)
 		     why);
 	cr_assert_eq(cfs_uuid_generate(sb.uuid), 0);
 	cr_assert_eq(cfs_sb_set_label(&sb, "test"), 0);
+	sb.incompat = store_incompat;
 	/* The empty snapshot at the start of half A, then a zeroed block. */
 	cr_assert_eq(cfs_snap_seal(block, 4096, 0, 0, sb.log_seq_start, cfs_log_seed(sb.uuid)), 0);
 	io_write(cfs_sb_half_offset_bytes(&sb, 0), block, 8192);
@@ -859,4 +863,142 @@ Test(journal, power_loss_mid_commit_fuzz, .init = setup_fault, .fini = teardown,
 			cfs_ns_forget(fs, d.ino, 1);
 		}
 	}
+}
+
+/* ---- written runs (incompat WRITTEN_RUNS) and stores without them ------------------ */
+
+struct snap_count {
+	uint64_t written;     /* EXTENT_WRITTEN records */
+	uint64_t written_run; /* EXTENT_WRITTEN_RUN records */
+	uint64_t units_in_runs;
+};
+
+static int count_snap_record(const struct cfs_log_record *rec, void *arg)
+{
+	struct snap_count *c = arg;
+	const uint8_t *p = rec->payload;
+
+	if (rec->type == CFS_LOG_EXTENT_WRITTEN)
+		c->written++;
+	if (rec->type == CFS_LOG_EXTENT_WRITTEN_RUN) {
+		uint64_t count = 0;
+
+		c->written_run++;
+		for (int i = 7; i >= 0; i--)
+			count = count << 8 | p[24 + i];
+		c->units_in_runs += count;
+	}
+	return 0;
+}
+
+/* Close cleanly, then count the written-state records of the snapshot the
+ * superblock points at, and mount again. */
+static struct snap_count close_and_count(void)
+{
+	struct snap_count c = {0};
+	uint8_t area[8192];
+	struct cfs_sb sb;
+	struct cfs_snap snap;
+	struct cfs_log_walk_result res;
+	const char *why = NULL;
+	uint8_t *buf;
+	uint32_t len;
+	int slot;
+
+	cr_assert_eq(cfs_fs_close(fs), 0);
+	fs = NULL;
+	io_read(0, area, sizeof(area));
+	cr_assert_geq(cfs_sb_pick(area, area + 4096, &sb, &slot, NULL), 0);
+	len = (uint32_t)((sb.meta_snap_length_bytes + 4095) & ~4095ull);
+	buf = malloc(len);
+	io_read(cfs_sb_half_offset_bytes(&sb, sb.meta_active_half), buf, len);
+	cr_assert_eq(cfs_snap_decode(buf, sb.meta_snap_length_bytes, cfs_log_seed(sb.uuid), &snap,
+				     &why),
+		     0, "%s", why);
+	cfs_log_walk(snap.body, snap.body_length_bytes, 0, cfs_log_seed(sb.uuid), count_snap_record,
+		     &c, &res);
+	free(buf);
+	mount_fs();
+	return c;
+}
+
+/* A file of 600 units written whole, plus one partly written unit. */
+static char *write_big_file(void)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "big", S_IFREG | 0600);
+	struct cfs_inode *in;
+
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	write_sim(in, 0, 600 * UNIT);
+	write_sim(in, 600 * UNIT + 4096, 4096);
+	cfs_ns_release(fs, in);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	return dump();
+}
+
+/* A second file written whole after the snapshot, committed, then a crash:
+ * its written-state comes back from the log. */
+static void written_after_snapshot_survive_a_crash(void)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "more", S_IFREG | 0600);
+	struct cfs_inode *in;
+	char *before, *after;
+
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	write_sim(in, 0, 3 * UNIT);
+	cfs_ns_release(fs, in);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	before = dump();
+	crash_and_remount();
+	after = dump();
+	assert_same(before, after);
+	release(before);
+	release(after);
+}
+
+Test(journal, snapshot_holds_runs_of_written_units, .init = setup, .fini = teardown)
+{
+	char *before = write_big_file(), *after;
+	struct snap_count c = close_and_count();
+
+	/* A few run records for the 600 units (the map may cut a run at a
+	 * leaf), one bitmap record for the partial unit. */
+	cr_assert_geq(c.written_run, 1);
+	cr_assert_leq(c.written_run, 6, "%llu run records", (unsigned long long)c.written_run);
+	cr_assert_eq(c.units_in_runs, 600);
+	cr_assert_eq(c.written, 1);
+	after = dump();
+	assert_same(before, after);
+	release(before);
+	release(after);
+	written_after_snapshot_survive_a_crash();
+}
+
+static void setup_no_runs(void)
+{
+	store_incompat = 0;
+	setup();
+}
+
+static void teardown_no_runs(void)
+{
+	teardown();
+	store_incompat = CFS_FEAT_INCOMPAT_WRITTEN_RUNS;
+}
+
+Test(journal, store_without_written_runs_gets_unit_records, .init = setup_no_runs,
+     .fini = teardown_no_runs)
+{
+	char *before = write_big_file(), *after;
+	struct snap_count c = close_and_count();
+
+	/* What chunkfs before the feature reads: one record per unit. */
+	cr_assert_eq(c.written_run, 0);
+	cr_assert_eq(c.written, 601);
+	cr_assert_eq(fs->sb.incompat, 0);
+	after = dump();
+	assert_same(before, after);
+	release(before);
+	release(after);
+	written_after_snapshot_survive_a_crash();
 }
