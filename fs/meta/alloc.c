@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * alloc.c — the allocator of the data region: one bit per allocation unit
- * (1 = not free: used or busy) plus a list of busy ranges tagged with the
- * sequence number of the log record that freed them.
+ * alloc.c — the allocator of the data region: the free ranges in a treap
+ * ordered by first unit, each subtree knowing its longest range, plus a list
+ * of busy ranges tagged with the sequence number of the log record that
+ * freed them. Memory follows the free space's fragments, not the units: a
+ * 100 TB store of large chunks is a few hundred ranges (the bitmap this
+ * replaced took a bit per unit, 12.5 MB there).
  *
  * Invariant (checked by assertions): free_units + busy_units + used_units ==
- * unit_count, a bit is clear exactly for FREE units, and every busy range
- * covers set bits only.
+ * unit_count, free ranges never touch or overlap (neighbours are merged),
+ * and every busy range lies outside the free ranges.
  *
  * Policy: first fit from a hint (the unit after the file's previous one, or
  * a rotor), so chunk files that grow by appending stay contiguous; a shorter
@@ -30,99 +33,259 @@ struct busy_range {
 	uint64_t seq; /* free record; released when durable >= seq */
 };
 
+/* A free range [start, start + len), a treap node. */
+struct fnode {
+	uint64_t start;
+	uint64_t len;
+	uint64_t maxlen; /* longest range in this subtree */
+	uint64_t prio;
+	struct fnode *l, *r;
+};
+
 struct cfs_alloc {
 	pthread_mutex_t lock;
 	uint64_t unit_count;
-	uint64_t word_count;
-	uint64_t *bits; /* 1 = used or busy */
+	struct fnode *root;
+	uint64_t free_ranges;
 	uint64_t free_units;
 	uint64_t busy_units;
 	uint64_t rotor; /* where CFS_ALLOC_NO_HINT starts */
+	uint64_t rng;	/* treap priorities */
 	struct busy_range *busy;
 	size_t busy_len;
 	size_t busy_cap;
 };
 
-static inline bool bit_get(const struct cfs_alloc *a, uint64_t u)
+/* ---- the treap of free ranges -------------------------------------------------------- */
+
+static inline uint64_t maxlen_of(const struct fnode *n)
 {
-	return (a->bits[u >> 6] >> (u & 63)) & 1;
+	return n ? n->maxlen : 0;
 }
 
-/* Set or clear bits [first, first + count); all must currently be !value. */
-static void bits_change(struct cfs_alloc *a, uint64_t first, uint64_t count, bool value)
+static void update(struct fnode *n)
 {
-	uint64_t u = first;
-	uint64_t end = first + count;
+	uint64_t m = n->len;
 
-	while (u < end) {
-		uint64_t word = u >> 6;
-		unsigned shift = (unsigned)(u & 63);
-		uint64_t n = 64 - shift;
-		uint64_t mask;
+	if (maxlen_of(n->l) > m)
+		m = n->l->maxlen;
+	if (maxlen_of(n->r) > m)
+		m = n->r->maxlen;
+	n->maxlen = m;
+}
 
-		if (n > end - u)
-			n = end - u;
-		mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << shift;
-		if (value) {
-			CFS_ASSERT((a->bits[word] & mask) == 0);
-			a->bits[word] |= mask;
+/* Split t into nodes starting before key (*a) and the rest (*b). */
+static void split(struct fnode *t, uint64_t key, struct fnode **a, struct fnode **b)
+{
+	if (!t) {
+		*a = *b = NULL;
+		return;
+	}
+	if (t->start < key) {
+		split(t->r, key, &t->r, b);
+		update(t);
+		*a = t;
+	} else {
+		split(t->l, key, a, &t->l);
+		update(t);
+		*b = t;
+	}
+}
+
+/* Every node of a before every node of b. */
+static struct fnode *merge(struct fnode *a, struct fnode *b)
+{
+	if (!a || !b)
+		return a ? a : b;
+	if (a->prio > b->prio) {
+		a->r = merge(a->r, b);
+		update(a);
+		return a;
+	}
+	b->l = merge(a, b->l);
+	update(b);
+	return b;
+}
+
+/* The node with the largest start <= u, or NULL. */
+static struct fnode *pred(struct fnode *t, uint64_t u)
+{
+	struct fnode *best = NULL;
+
+	while (t) {
+		if (t->start <= u) {
+			best = t;
+			t = t->r;
 		} else {
-			CFS_ASSERT((a->bits[word] & mask) == mask);
-			a->bits[word] &= ~mask;
+			t = t->l;
 		}
-		u += n;
 	}
+	return best;
 }
 
-/* First unit in [from, end) whose bit equals value, or end. */
-static uint64_t find_bit(const struct cfs_alloc *a, uint64_t from, uint64_t end, bool value)
+/* The first node (by start) with start >= from and len >= want, or NULL. */
+static struct fnode *first_fit(struct fnode *t, uint64_t from, uint64_t want)
 {
-	uint64_t u = from;
+	struct fnode *hit;
 
-	while (u < end) {
-		uint64_t word = a->bits[u >> 6];
-		unsigned shift = (unsigned)(u & 63);
+	if (!t || t->maxlen < want)
+		return NULL;
+	if (t->start < from)
+		return first_fit(t->r, from, want);
+	hit = first_fit(t->l, from, want);
+	if (hit)
+		return hit;
+	if (t->len >= want)
+		return t;
+	return first_fit(t->r, from, want);
+}
 
-		if (!value)
-			word = ~word;
-		word >>= shift;
-		if (word) {
-			uint64_t hit = u + (uint64_t)__builtin_ctzll(word);
+static void tree_free(struct fnode *t)
+{
+	if (!t)
+		return;
+	tree_free(t->l);
+	tree_free(t->r);
+	free(t);
+}
 
-			return hit < end ? hit : end;
-		}
-		u += 64 - shift;
-	}
-	return end;
+static uint64_t next_prio(struct cfs_alloc *a)
+{
+	/* xorshift64: only the shape of the treap depends on it. */
+	a->rng ^= a->rng << 13;
+	a->rng ^= a->rng >> 7;
+	a->rng ^= a->rng << 17;
+	return a->rng;
+}
+
+/* Insert a node for [start, +len) (not touching any other). false: no memory. */
+static bool range_insert(struct cfs_alloc *a, uint64_t start, uint64_t len)
+{
+	struct fnode *n = calloc(1, sizeof(*n)), *l, *r;
+
+	if (!n)
+		return false;
+	n->start = start;
+	n->len = n->maxlen = len;
+	n->prio = next_prio(a);
+	split(a->root, start, &l, &r);
+	a->root = merge(merge(l, n), r);
+	a->free_ranges++;
+	return true;
+}
+
+/* Take node n (starting at start) out of the tree and free it. */
+static void range_remove(struct cfs_alloc *a, uint64_t start)
+{
+	struct fnode *l, *m, *r;
+
+	split(a->root, start, &l, &m);
+	split(m, start + 1, &m, &r);
+	CFS_ASSERT(m && !m->l && !m->r && m->start == start);
+	free(m);
+	a->root = merge(l, r);
+	a->free_ranges--;
 }
 
 /*
- * First free run in [from, end) that is at least `want` long (exact = true),
- * or the first free run of any length (exact = false). Returns its start and
- * length (capped at want) or false.
+ * Units [first, +count), all free and inside one range, become not free.
+ * Splitting a range in two needs a node: false if there is no memory (then
+ * nothing changed).
  */
-static bool find_run(const struct cfs_alloc *a, uint64_t from, uint64_t end, uint64_t want,
-		     bool exact, uint64_t *first, uint64_t *count)
+static bool take_units(struct cfs_alloc *a, uint64_t first, uint64_t count)
 {
-	uint64_t pos = from;
+	struct fnode *n = pred(a->root, first);
+	uint64_t start, end, n_end;
 
-	while (pos < end) {
-		uint64_t start = find_bit(a, pos, end, false);
-		uint64_t stop;
+	CFS_ASSERT(n && first + count <= n->start + n->len);
+	start = n->start;
+	n_end = n->start + n->len;
+	end = first + count;
+	if (first > start && end < n_end && !range_insert(a, end, n_end - end))
+		return false;
+	range_remove(a, start);
+	if (first > start)
+		CFS_ASSERT(range_insert(a, start, first - start) ||
+			   !"cannot fail: a node was freed");
+	else if (end < n_end && first == start)
+		CFS_ASSERT(range_insert(a, end, n_end - end) || !"cannot fail: a node was freed");
+	a->free_units -= count;
+	return true;
+}
 
-		if (start >= end)
-			return false;
-		/* A run may continue past `end` (the wrap point): look at the whole
-		 * region so a run straddling the hint is seen whole. */
-		stop = find_bit(a, start, a->unit_count, true);
-		if (!exact || stop - start >= want) {
-			*first = start;
-			*count = stop - start < want ? stop - start : want;
-			return true;
-		}
-		pos = stop;
+/* Units [first, +count), none free, become free (merged with neighbours).
+ * false if a node was needed and there is no memory: nothing changed. */
+static bool give_units(struct cfs_alloc *a, uint64_t first, uint64_t count)
+{
+	struct fnode *p = pred(a->root, first + count);
+	uint64_t start = first, end = first + count;
+
+	/* p: the range at or before the end; its start must be past us, or it
+	 * must end before us. */
+	CFS_ASSERT(!p || p->start >= end || p->start + p->len <= first);
+	if (p && p->start == end) {
+		end = p->start + p->len;
+		range_remove(a, p->start);
+		p = pred(a->root, first);
+	} else if (p && p->start > end) {
+		p = pred(a->root, first);
 	}
-	return false;
+	if (p && p->start + p->len == first) {
+		start = p->start;
+		range_remove(a, p->start);
+	}
+	if (!range_insert(a, start, end - start)) {
+		/* Put back what was merged (nodes were just freed: this fits). */
+		if (start < first)
+			CFS_ASSERT(range_insert(a, start, first - start));
+		if (end > first + count)
+			CFS_ASSERT(range_insert(a, first + count, end - first - count));
+		return false;
+	}
+	a->free_units += count;
+	return true;
+}
+
+/* Is [first, +count) wholly free? */
+static bool all_free(const struct cfs_alloc *a, uint64_t first, uint64_t count)
+{
+	const struct fnode *n = pred(a->root, first);
+
+	return n && first + count <= n->start + n->len;
+}
+
+/* Does [first, +count) touch a free unit? */
+static bool any_free(const struct cfs_alloc *a, uint64_t first, uint64_t count)
+{
+	const struct fnode *n = pred(a->root, first + count - 1);
+
+	return n && n->start + n->len > first;
+}
+
+/*
+ * First free run starting at or after from (a range holding from counts from
+ * from) that is at least want long (exact), or of any length; its start and
+ * length (capped at want), or false.
+ */
+static bool find_after(const struct cfs_alloc *a, uint64_t from, uint64_t want, bool exact,
+		       uint64_t *first, uint64_t *count)
+{
+	const struct fnode *n = pred(a->root, from);
+
+	if (n && n->start + n->len > from && (!exact || n->start + n->len - from >= want)) {
+		*first = from;
+		*count = n->start + n->len - from;
+	} else {
+		n = first_fit(a->root, from + (n && n->start + n->len > from ? 1 : 0),
+			      exact ? want : 1);
+		if (!n)
+			return false;
+		*first = n->start;
+		*count = n->len;
+	}
+	if (*count > want)
+		*count = want;
+	return true;
 }
 
 int cfs_alloc_create(uint64_t unit_count, struct cfs_alloc **out)
@@ -135,19 +298,15 @@ int cfs_alloc_create(uint64_t unit_count, struct cfs_alloc **out)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	a->word_count = (unit_count + 63) / 64;
-	a->bits = calloc(a->word_count, sizeof(uint64_t));
+	a->rng = 0x9e3779b97f4a7c15ull ^ unit_count;
 	a->busy_cap = CFS_ALLOC_BUSY_INITIAL;
 	a->busy = calloc(a->busy_cap, sizeof(*a->busy));
-	if (!a->bits || !a->busy) {
-		free(a->bits);
+	if (!a->busy || !range_insert(a, 0, unit_count)) {
 		free(a->busy);
+		tree_free(a->root);
 		free(a);
 		return -ENOMEM;
 	}
-	/* Bits past the last unit are "used" so no search ever returns them. */
-	if (unit_count & 63)
-		a->bits[a->word_count - 1] = ~0ull << (unit_count & 63);
 	a->unit_count = unit_count;
 	a->free_units = unit_count;
 	pthread_mutex_init(&a->lock, NULL);
@@ -160,7 +319,7 @@ void cfs_alloc_destroy(struct cfs_alloc *alloc)
 	if (!alloc)
 		return;
 	pthread_mutex_destroy(&alloc->lock);
-	free(alloc->bits);
+	tree_free(alloc->root);
 	free(alloc->busy);
 	free(alloc);
 }
@@ -184,15 +343,20 @@ int cfs_alloc_get(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_uni
 	if (want_units > a->unit_count)
 		want_units = a->unit_count;
 
-	found = find_run(a, hint, a->unit_count, want_units, true, &first, &count) ||
-		find_run(a, 0, hint, want_units, true, &first, &count) ||
-		find_run(a, hint, a->unit_count, want_units, false, &first, &count) ||
-		find_run(a, 0, hint, want_units, false, &first, &count);
-	/* free_units > 0 guarantees a free bit somewhere. */
+	/* 1. a whole run at or after the hint; 2. anywhere (a run holding the
+	 * hint counts whole here); 3. the first run at or after the hint,
+	 * shorter; 4. the first run of all. */
+	found = find_after(a, hint, want_units, true, &first, &count) ||
+		find_after(a, 0, want_units, true, &first, &count) ||
+		find_after(a, hint, want_units, false, &first, &count) ||
+		find_after(a, 0, want_units, false, &first, &count);
+	/* free_units > 0 guarantees a free range somewhere. */
 	CFS_ASSERT(found);
 	CFS_ASSERT(count >= 1 && count <= want_units);
-	bits_change(a, first, count, true);
-	a->free_units -= count;
+	if (!take_units(a, first, count)) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
 	a->rotor = (first + count) % a->unit_count;
 	*first_out = first;
 	*count_out = count;
@@ -211,13 +375,10 @@ int cfs_alloc_reserve(struct cfs_alloc *alloc, uint64_t first_unit, uint64_t cou
 	if (first_unit >= a->unit_count || count > a->unit_count - first_unit)
 		return -ERANGE;
 	pthread_mutex_lock(&a->lock);
-	if (find_bit(a, first_unit, first_unit + count, true) != first_unit + count) {
+	if (!all_free(a, first_unit, count))
 		ret = -EEXIST;
-		goto out_unlock;
-	}
-	bits_change(a, first_unit, count, true);
-	a->free_units -= count;
-out_unlock:
+	else if (!take_units(a, first_unit, count))
+		ret = -ENOMEM;
 	pthread_mutex_unlock(&a->lock);
 	return ret;
 }
@@ -226,7 +387,7 @@ out_unlock:
 static void assert_used(const struct cfs_alloc *a, uint64_t first, uint64_t count)
 {
 	CFS_ASSERT(first < a->unit_count && count <= a->unit_count - first);
-	CFS_ASSERT(find_bit(a, first, first + count, false) == first + count);
+	CFS_ASSERT(!any_free(a, first, count));
 #ifdef CFS_DEBUG
 	for (size_t i = 0; i < a->busy_len; i++) {
 		const struct busy_range *b = &a->busy[i];
@@ -246,8 +407,9 @@ void cfs_alloc_free(struct cfs_alloc *alloc, uint64_t first_unit, uint64_t count
 	pthread_mutex_lock(&a->lock);
 	assert_used(a, first_unit, count);
 	if (seq == 0) {
-		bits_change(a, first_unit, count, false);
-		a->free_units += count;
+		/* Out of memory for a node: the units stay used until the next
+		 * mount rebuilds the allocator (leaking is safe). */
+		give_units(a, first_unit, count);
 		goto out_unlock;
 	}
 	a->busy_units += count;
@@ -301,14 +463,13 @@ uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq,
 			continue;
 		}
 		if (ready) {
-			/* Still busy (bit set, counted busy) while discarding. */
+			/* Still busy (not free, counted busy) while discarding. */
 			ready[ready_len++] = b;
 			continue;
 		}
-		bits_change(a, b.first_unit, b.count, false);
 		a->busy_units -= b.count;
-		a->free_units += b.count;
-		released += b.count;
+		if (give_units(a, b.first_unit, b.count)) /* else: used until remount */
+			released += b.count;
 	}
 	a->busy_len = keep;
 	if (!ready)
@@ -322,10 +483,9 @@ uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq,
 
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < ready_len; i++) {
-		bits_change(a, ready[i].first_unit, ready[i].count, false);
 		a->busy_units -= ready[i].count;
-		a->free_units += ready[i].count;
-		released += ready[i].count;
+		if (give_units(a, ready[i].first_unit, ready[i].count))
+			released += ready[i].count;
 	}
 out_unlock:
 	pthread_mutex_unlock(&a->lock);
@@ -341,6 +501,7 @@ void cfs_alloc_stat(struct cfs_alloc *alloc, struct cfs_alloc_stat *st)
 	st->busy_units = alloc->busy_units;
 	CFS_ASSERT(alloc->free_units + alloc->busy_units <= alloc->unit_count);
 	st->used_units = alloc->unit_count - alloc->free_units - alloc->busy_units;
+	st->free_ranges = alloc->free_ranges;
 	pthread_mutex_unlock(&alloc->lock);
 }
 
@@ -351,7 +512,7 @@ int cfs_alloc_unit_state(struct cfs_alloc *alloc, uint64_t unit)
 	if (unit >= alloc->unit_count)
 		return -ERANGE;
 	pthread_mutex_lock(&alloc->lock);
-	state = bit_get(alloc, unit) ? CFS_ALLOC_STATE_USED : CFS_ALLOC_STATE_FREE;
+	state = all_free(alloc, unit, 1) ? CFS_ALLOC_STATE_FREE : CFS_ALLOC_STATE_USED;
 	for (size_t i = 0; state == CFS_ALLOC_STATE_USED && i < alloc->busy_len; i++) {
 		const struct busy_range *b = &alloc->busy[i];
 

@@ -30,8 +30,8 @@
 
 #include <stdint.h>
 
-/* Largest data region we accept: 2^40 units (1 EiB at 1 MiB units). The
- * bitmap is one bit per unit, allocated once. */
+/* Largest data region we accept: 2^40 units (1 EiB at 1 MiB units). Memory
+ * follows the free space's fragments (a node per free range), not the units. */
 #define CFS_ALLOC_UNITS_MAX (1ull << 40)
 
 /* Busy ranges kept at most (each cfs_alloc_free() call adds one range, and
@@ -50,6 +50,7 @@ struct cfs_alloc_stat {
 	uint64_t free_units;  /* allocatable now */
 	uint64_t busy_units;  /* freed, waiting for a durable commit */
 	uint64_t used_units;  /* mapped by some file */
+	uint64_t free_ranges; /* fragments of the free space (48 bytes each) */
 };
 
 /* Create an allocator for unit_count units, all FREE. 0, -EINVAL (0 units or

@@ -35,6 +35,7 @@
  * What it does not do: allocate store units, log, or lock the inode.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -230,6 +231,7 @@ static void pending_drain(struct cfs_extent_map *map);
 static bool reclaim(struct cfs_extent_map *map)
 {
 	struct rhead *list, *keep = NULL, *keep_tail = NULL;
+	uint64_t freed = 0;
 
 	if (!atomic_load(&map->retired) && !map->pending)
 		return false;
@@ -255,6 +257,7 @@ static bool reclaim(struct cfs_extent_map *map)
 				keep_tail = list;
 		} else {
 			atomic_fetch_sub(&map->retired_bytes, list->bytes);
+			freed += list->bytes;
 			rfree(list);
 		}
 		list = next;
@@ -266,6 +269,10 @@ static bool reclaim(struct cfs_extent_map *map)
 			keep_tail->next = head;
 		} while (!atomic_compare_exchange_weak(&map->retired, &head, keep));
 	}
+	/* After a big fold the freed records lie scattered through the heap:
+	 * give their pages back (glibc frees whole free pages in place). */
+	if (freed >= (1u << 20))
+		malloc_trim(0);
 	return keep != NULL || map->pending != NULL;
 }
 

@@ -280,3 +280,38 @@ Test(alloc, large_region_random_churn)
 	free(counts);
 	cfs_alloc_destroy(a);
 }
+
+/* A 100 TB store of 1 MiB units: memory by free fragments, not units. */
+Test(alloc, memory_follows_fragments)
+{
+	const uint64_t units = 100ull << 20;
+	struct cfs_alloc *a;
+	struct cfs_alloc_stat st;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(units, &a), 0);
+	/* 90 chunks of 1 TiB allocated one after the other: one free range. */
+	for (int i = 0; i < 90; i++) {
+		cr_assert_eq(cfs_alloc_get(a, CFS_ALLOC_NO_HINT, 1u << 20, &first, &count), 0);
+		cr_assert_eq(count, 1u << 20);
+	}
+	cfs_alloc_stat(a, &st);
+	cr_assert_eq(st.free_ranges, 1);
+	cr_assert_eq(st.free_units, units - 90ull * (1u << 20));
+	/* Every tenth chunk freed: ten more fragments, merged when adjacent. */
+	for (uint64_t c = 0; c < 90; c += 10)
+		cfs_alloc_free(a, c << 20, 1u << 20, 0);
+	cfs_alloc_stat(a, &st);
+	cr_assert_eq(st.free_ranges, 10);
+	cfs_alloc_free(a, 1ull << 20, 1u << 20, 0); /* next to chunk 0's range */
+	cfs_alloc_stat(a, &st);
+	cr_assert_eq(st.free_ranges, 10);
+	cr_assert_eq(cfs_alloc_unit_state(a, (1ull << 20) + 5), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_alloc_unit_state(a, (2ull << 20) + 5), CFS_ALLOC_STATE_USED);
+	/* A hint inside a free range starts there. */
+	cr_assert_eq(cfs_alloc_get(a, (1ull << 20) + 100, 10, &first, &count), 0);
+	cr_assert_eq(first, (1ull << 20) + 100);
+	cfs_alloc_stat(a, &st);
+	cr_assert_eq(st.free_ranges, 11);
+	cfs_alloc_destroy(a);
+}
