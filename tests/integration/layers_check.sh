@@ -20,30 +20,27 @@ table() {
 	return 0
 }
 
+# refused TEXT: the check of the tree against that table fails, saying TEXT.
+refused() { cfs_expect_fail_with "$1" 1 "$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"; }
+
 cfs_log "the metadata engine without the statistics layer: calls and includes named"
 table 's|^(#   fs/meta/ .*-> )fs/stats/ |\1|'
-cfs_expect_fail_with "fs/meta/namespace.o uses cfs_cs_" 1 \
-	"$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"
+refused "fs/meta/namespace.o uses cfs_cs_"
 line=$(grep -n '^#include "fs/stats/chunkstat.h"' "$CFS_ROOT/fs/meta/namespace.h" | cut -d: -f1)
-cfs_expect_fail_with "fs/meta/namespace.h:$line includes \"fs/stats/chunkstat.h\" of fs/stats/, which fs/meta/ may not use" 1 \
-	"$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"
+refused "fs/meta/namespace.h:$line includes \"fs/stats/chunkstat.h\" of fs/stats/, which fs/meta/ may not use"
 
 cfs_log "the metadata engine without xxhash: the system library named"
 table 's|^(#   fs/meta/ .*)\[c xxhash\]|\1[c]|'
-cfs_expect_fail_with "from -lxxhash, which fs/meta/ may not link" 1 \
-	"$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"
-cfs_expect_fail_with "includes <xxhash.h> of -lxxhash, which fs/meta/ may not link" 1 \
-	"$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"
+refused "from -lxxhash, which fs/meta/ may not link"
+refused "includes <xxhash.h> of -lxxhash, which fs/meta/ may not link"
 
 cfs_log "the FUSE front without libfuse"
 table 's|^(#   fs/fuse/ .*)\[c fuse3 uring\]|\1[c uring]|'
-cfs_expect_fail_with "from -lfuse3, which fs/fuse/ may not link" 1 \
-	"$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"
+refused "from -lfuse3, which fs/fuse/ may not link"
 
 cfs_log "iopath without its circles allowed: the core and its backends form one"
 table 's|^(#   iopath/ .*\]) \(circles:[^)]*\)|\1|'
-cfs_expect_fail_with "modules of iopath/ call each other in a circle" 1 \
-	"$check" -m "$CFS_WORK/Makefile" -s "$CFS_ROOT" "$obj"
+refused "modules of iopath/ call each other in a circle"
 
 cfs_log "a made-up tree: two modules calling each other, a layer above calling down"
 src=$CFS_WORK/src
