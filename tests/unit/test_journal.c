@@ -267,6 +267,15 @@ static void assert_same(const char *a, const char *b)
 	}
 }
 
+/* The namespace dumps as want did (after a remount, a crash, a repair). */
+static void assert_dump(const char *want)
+{
+	char *now = dump();
+
+	assert_same(want, now);
+	release(now);
+}
+
 /* ---- tests ------------------------------------------------------------------------ */
 
 Test(journal, fresh_store_gets_a_root, .init = setup, .fini = teardown)
@@ -283,7 +292,7 @@ Test(journal, fresh_store_gets_a_root, .init = setup, .fini = teardown)
 
 Test(journal, clean_close_reopen_identical, .init = setup, .fini = teardown)
 {
-	char *before, *after;
+	char *before;
 	struct cfs_sb sb;
 	uint8_t block[4096];
 	int slot;
@@ -302,20 +311,16 @@ Test(journal, clean_close_reopen_identical, .init = setup, .fini = teardown)
 	}
 	(void)block;
 	mount_fs();
-	after = dump();
-	assert_same(before, after);
-	release(after);
+	assert_dump(before);
 	/* And again, through a second cycle. */
 	remount();
-	after = dump();
-	assert_same(before, after);
+	assert_dump(before);
 	release(before);
-	release(after);
 }
 
 Test(journal, crash_keeps_committed_drops_uncommitted, .init = setup, .fini = teardown)
 {
-	char *committed, *after;
+	char *committed;
 	struct cfs_attr a;
 
 	build_tree();
@@ -326,18 +331,16 @@ Test(journal, crash_keeps_committed_drops_uncommitted, .init = setup, .fini = te
 	cr_assert_eq(cfs_ns_rename(fs, CFS_ROOT_INO, "hardlink", CFS_ROOT_INO, "moved", 0), 0);
 	cr_assert_eq(cfs_ns_setxattr(fs, CFS_ROOT_INO, "user.late", "1", 1, 0), 0);
 	crash_and_remount();
-	after = dump();
-	assert_same(committed, after);
+	assert_dump(committed);
 	cr_assert_eq(cfs_ns_lookup(fs, CFS_ROOT_INO, "late", &a), -ENOENT);
 	release(committed);
-	release(after);
 }
 
 Test(journal, crash_after_commits_and_fsync_of_written_state, .init = setup, .fini = teardown)
 {
 	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
 	struct cfs_inode *in;
-	char *committed, *after;
+	char *committed;
 	bool w;
 
 	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
@@ -349,19 +352,17 @@ Test(journal, crash_after_commits_and_fsync_of_written_state, .init = setup, .fi
 	committed = dump();
 	cfs_ns_release(fs, in);
 	crash_and_remount();
-	after = dump();
-	assert_same(committed, after);
+	assert_dump(committed);
 	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
 	cr_assert_eq(cfs_extent_written_span(in->map, 0, 2 * UNIT, &w), 20 * 4096);
 	cr_assert(w);
 	cfs_ns_release(fs, in);
 	release(committed);
-	release(after);
 }
 
 Test(journal, power_loss_with_volatile_cache, .init = setup_fault, .fini = teardown)
 {
-	char *committed, *after;
+	char *committed;
 
 	build_tree();
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
@@ -373,16 +374,14 @@ Test(journal, power_loss_with_volatile_cache, .init = setup_fault, .fini = teard
 	/* Everything not flushed is dropped, torn per physical sector. */
 	cr_assert_geq(cfs_io_fault_crash(io, true), 0);
 	mount_fs();
-	after = dump();
-	assert_same(committed, after);
+	assert_dump(committed);
 	release(committed);
-	release(after);
 }
 
 Test(journal, torn_log_tail_ends_replay, .init = setup, .fini = teardown)
 {
 	struct cfs_journal_stat st;
-	char *first, *after;
+	char *first;
 	uint64_t log_start = cfs_sb_log_offset_bytes(&fs->sb);
 	uint64_t second_at;
 	uint8_t sector[512];
@@ -401,17 +400,15 @@ Test(journal, torn_log_tail_ends_replay, .init = setup, .fini = teardown)
 	sector[40] ^= 0x01;
 	io_write(second_at, sector, sizeof(sector));
 	mount_fs();
-	after = dump();
-	assert_same(first, after);
+	assert_dump(first);
 	release(first);
-	release(after);
 }
 
 Test(journal, snapshots_cycle_through_both_halves, .init = setup_small_meta, .fini = teardown)
 {
 	struct cfs_journal_stat st;
 	uint64_t d = mk(CFS_ROOT_INO, "d", S_IFDIR | 0755);
-	char name[32], *before, *after;
+	char name[32], *before;
 	uint64_t start_snaps;
 	unsigned half_seen[2] = { 0, 0 };
 
@@ -440,14 +437,10 @@ Test(journal, snapshots_cycle_through_both_halves, .init = setup_small_meta, .fi
 	cr_assert_gt(half_seen[1], 0);
 	before = dump();
 	crash_and_remount();
-	after = dump();
-	assert_same(before, after);
-	release(after);
+	assert_dump(before);
 	remount();
-	after = dump();
-	assert_same(before, after);
+	assert_dump(before);
 	release(before);
-	release(after);
 }
 
 Test(journal, busy_units_until_durable, .init = setup, .fini = teardown)
@@ -500,7 +493,7 @@ Test(journal, orphans_freed_at_mount, .init = setup, .fini = teardown)
 Test(journal, failed_metadata_write_turns_read_only, .init = NULL, .fini = teardown)
 {
 	struct cfs_attr a;
-	char *committed, *after;
+	char *committed;
 
 	open_target("op=read,nth=1000000,err=EIO");
 	format_store(0, 0);
@@ -522,10 +515,8 @@ Test(journal, failed_metadata_write_turns_read_only, .init = NULL, .fini = teard
 	fs = NULL;
 	cr_assert_eq(cfs_io_fault_arm(io, "op=read,nth=1000000,err=EIO"), 0);
 	mount_fs();
-	after = dump();
-	assert_same(committed, after);
+	assert_dump(committed);
 	release(committed);
-	release(after);
 }
 
 Test(journal, refuses_interrupted_mkfs_and_foreign_data, .init = NULL, .fini = NULL)
@@ -548,7 +539,7 @@ Test(journal, refuses_interrupted_mkfs_and_foreign_data, .init = NULL, .fini = N
 Test(journal, read_only_mount_writes_nothing, .init = setup, .fini = teardown)
 {
 	struct cfs_fs_options ro = opts;
-	char err[256] = "", *before, *after;
+	char err[256] = "", *before;
 	struct cfs_attr a;
 
 	build_tree();
@@ -559,10 +550,8 @@ Test(journal, read_only_mount_writes_nothing, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_fs_open(io, &ro, &fs, err, sizeof(err)), 0, "%s", err);
 	cr_assert(cfs_fs_is_readonly(fs));
 	cr_assert_eq(cfs_ns_mknod(fs, CFS_ROOT_INO, "x", S_IFREG, 0, 0, 0, &a), -EROFS);
-	after = dump();
-	assert_same(before, after);
+	assert_dump(before);
 	release(before);
-	release(after);
 }
 
 static void setup_big_meta(void)
@@ -575,7 +564,7 @@ static void setup_big_meta(void)
 Test(journal, many_records_one_commit_and_big_tail, .init = setup_big_meta, .fini = teardown)
 {
 	uint64_t d = mk(CFS_ROOT_INO, "d", S_IFDIR | 0755);
-	char name[64], *before, *after;
+	char name[64], *before;
 
 	/* More than a replay window's worth of records in one commit. */
 	for (int i = 0; i < 12000; i++) {
@@ -585,10 +574,8 @@ Test(journal, many_records_one_commit_and_big_tail, .init = setup_big_meta, .fin
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	before = dump();
 	crash_and_remount();
-	after = dump();
-	assert_same(before, after);
+	assert_dump(before);
 	release(before);
-	release(after);
 }
 
 /* ---- snapshots while other threads mutate, then a crash ------------------------ */
@@ -672,7 +659,7 @@ Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stre
 	struct worker w[THREADS];
 	pthread_t t[THREADS];
 	struct cfs_journal_stat st0, st1;
-	char *before, *after;
+	char *before;
 	atomic_int running = THREADS;
 
 	cfs_journal_stat(fs->journal, &st0);
@@ -697,14 +684,10 @@ Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stre
 	cr_assert_gt(st1.snapshots, st0.snapshots, "no snapshot happened during the run");
 	before = dump();
 	crash_and_remount();
-	after = dump();
-	assert_same(before, after);
-	release(after);
+	assert_dump(before);
 	remount();
-	after = dump();
-	assert_same(before, after);
+	assert_dump(before);
 	release(before);
-	release(after);
 }
 
 /* ---- the same on an image file through io_uring (O_DIRECT) ----------------------- */
@@ -713,7 +696,7 @@ Test(journal, image_file_on_uring, .fini = NULL, .timeout = 120)
 {
 	char path[] = "/var/tmp/chunkfs-test-journal.XXXXXX";
 	struct cfs_io_config cfg = { .backend = "uring", .dio = CFS_DIO_OPTIONAL };
-	char *before, *after;
+	char *before;
 	int fd = mkstemp(path);
 	int ret;
 
@@ -731,15 +714,11 @@ Test(journal, image_file_on_uring, .fini = NULL, .timeout = 120)
 	build_tree();
 	before = dump();
 	remount();
-	after = dump();
-	assert_same(before, after);
-	release(after);
+	assert_dump(before);
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	crash_and_remount();
-	after = dump();
-	assert_same(before, after);
+	assert_dump(before);
 	release(before);
-	release(after);
 	cr_assert_eq(cfs_fs_close(fs), 0);
 	fs = NULL;
 	cfs_io_close(io);
