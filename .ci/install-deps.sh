@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages chunkfs needs to build, test and benchmark.
 # Idempotent and non-interactive: safe to run on every CI run and by hand.
+# librbd-dev, librados-dev: the rbd backend (stores on Ceph RBD images);
+# ceph-common, ceph-mon, ceph-osd: the throw-away cluster of the RBD tests
+# and benchmark (tests/lib/ceph.sh), no kernel module needed.
 set -eu
 
 PACKAGES="
@@ -12,6 +15,7 @@ dpkg-dev debhelper fakeroot lintian
 gnuplot-nox
 postgresql-15 postgresql-client-15
 mariadb-server mariadb-client sysbench rocksdb-tools sqlite3
+librbd-dev librados-dev ceph-common ceph-mon ceph-osd
 "
 
 missing=""

@@ -88,8 +88,42 @@ run_golden() {
 	[ "$f" -gt 0 ] && { note_fail golden; grep -aA15 '^FAIL ' "$out" | head -n 60 | sed 's/^/    /'; }
 }
 
+# The Ceph tests (ceph_*.sh) share one throw-away cluster, started here once
+# when any of them is selected and Ceph is installed (tests/lib/ceph.sh); a
+# test run alone starts its own. Removed at the end, or by its watcher if
+# this script is killed.
+ceph_shared_start() {
+	local t want= start
+	for t in "$root"/tests/integration/ceph_*.sh; do
+		[ -x "$t" ] || continue
+		if [ -z "${CFS_TEST_FILTER:-}" ] || [[ $(basename "$t" .sh) =~ $CFS_TEST_FILTER ]]; then
+			want=1
+		fi
+	done
+	[ -n "$want" ] && [ "$(id -u)" -eq 0 ] && command -v ceph-mon >/dev/null &&
+		command -v ceph-osd >/dev/null || return 0
+	CFS_CEPH_DIR=$(mktemp -d "${CFS_TEST_TMPDIR:-/var/tmp}/chunkfs-ceph.XXXXXX")
+	export CFS_CEPH_DIR
+	start=$(date +%s)
+	if ( . "$root/tests/lib/ceph.sh" && ceph_cluster_start "$CFS_CEPH_DIR" $$ &&
+		ceph_pool_create chunkfs ) >"$logdir/ceph-cluster.log" 2>&1; then
+		echo "ceph: shared cluster up in $(($(date +%s) - start)) s ($CFS_CEPH_DIR)"
+	else
+		echo "ceph: the shared cluster did not start (the Ceph tests start their own): $logdir/ceph-cluster.log"
+		( . "$root/tests/lib/ceph.sh" && ceph_cluster_stop "$CFS_CEPH_DIR" )
+		unset CFS_CEPH_DIR
+	fi
+}
+
+ceph_shared_stop() {
+	[ -n "${CFS_CEPH_DIR:-}" ] || return 0
+	( . "$root/tests/lib/ceph.sh" && ceph_cluster_stop "$CFS_CEPH_DIR" )
+	unset CFS_CEPH_DIR
+}
+
 run_integration() {
 	local t name out rc start
+	ceph_shared_start
 	for t in "$root"/tests/integration/*.sh; do
 		[ -x "$t" ] || continue
 		name=$(basename "$t" .sh)
@@ -112,6 +146,7 @@ run_integration() {
 			;;
 		esac
 	done
+	ceph_shared_stop
 }
 
 for s in "${suites[@]}"; do
