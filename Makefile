@@ -17,7 +17,7 @@
 # object's undefined symbols (nm), every #include "..." line, the circles.
 #   fs/base/    libcfs_base.a    -> [c]
 #   fs/format/  libcfs_format.a  -> fs/base/ [c xxhash]
-#   iopath/     libcfs_iopath.a  -> fs/base/ [c uring] (circles: core <-> backends)
+#   iopath/     libcfs_iopath.a  -> fs/base/ [c uring rbd rados] (circles: core <-> backends)
 #   fs/stats/   libcfs_stats.a   -> iopath/ fs/base/ [c]
 #   fs/meta/    libcfs_meta.a    -> fs/stats/ fs/format/ iopath/ fs/base/ [c xxhash]
 #   fs/fuse/    libcfs_fuse.a    -> fs/meta/ fs/stats/ fs/format/ iopath/ fs/base/ [c fuse3 uring]
@@ -67,7 +67,8 @@ endif
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 BLKID_CFLAGS := $(shell pkg-config --cflags blkid 2>/dev/null)
 LIBS_XXHASH := -lxxhash
-LIBS_IOPATH := -luring -lpthread
+# librbd and librados: the "rbd" backend (Debian's librbd-dev has no .pc file)
+LIBS_IOPATH := -luring -lrbd -lrados -lpthread
 LIBS_BLKID  := -lblkid
 LIBS_FUSE   := -lfuse3
 

@@ -2,7 +2,8 @@
 /*
  * backend.h — private to iopath/: the backend ops table and the objects the
  * core (io.c) shares with the backends (backend_uring.c, backend_ram.c,
- * backend_fault.c). Users of iopath include iopath.h only.
+ * backend_fault.c, backend_null.c, backend_rbd.c). Users of iopath include
+ * iopath.h only.
  *
  * The split follows fio's engines: queue() only stages a request, submit()
  * hands the staged batch to the device, reap() collects finished requests and
@@ -56,12 +57,13 @@ extern const struct cfs_backend_ops cfs_backend_uring;
 extern const struct cfs_backend_ops cfs_backend_ram;
 extern const struct cfs_backend_ops cfs_backend_fault;
 extern const struct cfs_backend_ops cfs_backend_null; /* bench -N: no data moves */
+extern const struct cfs_backend_ops cfs_backend_rbd;  /* Ceph RBD through librbd */
 
 /* Tests: how many pool FLUSH parts reached store `store` of a "uring"
  * target (one with a single store flushes without parts). */
 uint64_t cfs_uring_store_flushes(const struct cfs_io *io, unsigned store);
 
-/* The data backends by name ("uring", "ram", "null"); NULL if unknown. Never
+/* The data backends by name ("uring", "ram", "null", "rbd"); NULL if unknown. Never
  * returns "fault": the fault wrapper uses it to find the backend it wraps. */
 const struct cfs_backend_ops *cfs_backend_lookup(const char *name);
 

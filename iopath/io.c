@@ -63,6 +63,7 @@ const struct cfs_backend_ops *cfs_backend_lookup(const char *name)
 		&cfs_backend_uring,
 		&cfs_backend_ram,
 		&cfs_backend_null,
+		&cfs_backend_rbd,
 	};
 	size_t i;
 

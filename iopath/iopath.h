@@ -8,8 +8,9 @@
  * target and get a completion callback with the full length or -errno.
  *
  * Objects:
- *   struct cfs_io    one backing target (block device, image file, RAM),
- *                    shared by every thread. Opened once, closed once.
+ *   struct cfs_io    one backing target (block device, image file, RAM, a
+ *                    Ceph RBD image), shared by every thread. Opened once,
+ *                    closed once.
  *   struct cfs_ioq   one submission/completion queue on that target (for
  *                    the uring backend: one io_uring). A queue is owned by
  *                    one thread at a time for submission and by one thread
@@ -163,21 +164,64 @@ enum cfs_dio_policy {
 #define CFS_IO_RAM_MLOCK (1u << 0)     /* lock the RAM store's pages as they are touched */
 #define CFS_IO_RAM_HUGEPAGES (1u << 1) /* ask for transparent huge pages */
 
+/* Backend "rbd" (backend_rbd.c): how to reach the cluster, and the lock. */
+struct cfs_io_ceph {
+	const char *conf;    /* ceph.conf; NULL: Ceph's own search ($CEPH_CONF,
+			      * /etc/ceph/$cluster.conf, ~/.ceph/$cluster.conf) */
+	const char *id;	     /* cephx user without "client."; NULL: Ceph's
+			      * default (admin, or --id in $CEPH_ARGS) */
+	const char *cluster; /* cluster name; NULL: "ceph" */
+	bool takeover;	     /* exclusive: break and blocklist the holder */
+	unsigned wait_s;     /* exclusive: wait this long for a holder that
+			      * is letting go (unmounting) */
+};
+
 struct cfs_io_config {
-	const char *backend;	 /* "uring", "ram", or "null" (benchmarks:
-				  * completes every request, moves no data) */
-	const char *path;	 /* uring: block device or image file */
+	const char *backend;	 /* "uring", "ram", "rbd", or "null"
+				  * (benchmarks: completes every request,
+				  * moves no data); cfs_io_config_source() */
+	const char *path;	 /* uring: block device or image file;
+				  * rbd: "rbd:POOL[/NAMESPACE]/IMAGE" */
 	uint64_t size_bytes;	 /* ram, null: capacity (required); uring: 0 =
 				  * whole target, else at most the target */
 	uint32_t align_bytes;	 /* ram: advertised alignment, 0 = accept anything;
 				  * uring: 0 = discover from the target */
 	enum cfs_dio_policy dio; /* uring only */
 	bool read_only;
-	bool exclusive;		/* block devices: O_EXCL, refuse one in use */
+	bool exclusive;		/* block devices: O_EXCL, refuse one in use;
+				 * rbd: hold the image's exclusive lock */
 	unsigned ram_flags;	/* CFS_IO_RAM_* */
 	const char *fault_spec; /* non-NULL: wrap the backend in "fault"
 				 * (tests only; syntax in backend_fault.c) */
+	struct cfs_io_ceph ceph;
+	/* Where a backend explains itself in words: why an open failed
+	 * (rbd: who holds the image), and rare events at run time (rbd: this
+	 * process was fenced). One line without a newline; NULL: stderr with
+	 * a "chunkfs: " prefix. Never called per request. */
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
 };
+
+/* ---- sources --------------------------------------------------------------
+ * What a user writes where a store goes (chunkfs SOURCE, mkchunkfs TARGET,
+ * fsck.chunkfs STORE): a block device or image path, or a Ceph RBD image
+ * "rbd:POOL/IMAGE" or "rbd:POOL/NAMESPACE/IMAGE". */
+#define CFS_RBD_PREFIX "rbd:"
+#define CFS_RBD_NAME_BYTES 128 /* each of pool, namespace, image, with the NUL */
+
+struct cfs_rbd_name {
+	char pool[CFS_RBD_NAME_BYTES];
+	char nspace[CFS_RBD_NAME_BYTES]; /* "" = the pool's default namespace */
+	char image[CFS_RBD_NAME_BYTES];
+};
+
+/* True when source names an RBD image (it starts with "rbd:"). */
+bool cfs_source_is_rbd(const char *source);
+/* Split "rbd:POOL[/NAMESPACE]/IMAGE"; 0, or -EINVAL with *why set. */
+int cfs_rbd_name_parse(const char *source, struct cfs_rbd_name *name, const char **why);
+/* Point cfg at source: backend "rbd" and the name for an RBD image, else
+ * backend "uring" and the path. Leaves every other field alone. */
+void cfs_io_config_source(struct cfs_io_config *cfg, const char *source);
 
 struct cfs_io_geometry {
 	uint64_t size_bytes;		/* usable bytes of the target */

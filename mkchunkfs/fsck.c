@@ -27,7 +27,9 @@
  *
  * The store lock is the daemon's (fs/fuse/main.c): flock(LOCK_EX) on the store's
  * path and on a loop device's backing file, plus O_EXCL on block devices, so
- * a mounted store is refused and a mount waits while fsck runs.
+ * a mounted store is refused and a mount waits while fsck runs. An RBD image
+ * (rbd:POOL/IMAGE) has its exclusive lock instead (iopath/rbd_lock.c), taken
+ * when it opens, also for a check that only reads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,10 +56,12 @@
 #define LOG_WINDOW_BYTES (4u << 20)
 
 struct fsck {
-	const char *path; /* what the user gave (a pool: SRC1,SRC2,...) */
-	bool repair;	  /* -y / -p / -a */
-	bool verbose;	  /* -v */
-	bool quiet;	  /* -q: problems only */
+	const char *path;	 /* what the user gave (a pool: SRC1,SRC2,...) */
+	bool rbd;		 /* path is rbd:POOL/[NAMESPACE/]IMAGE */
+	struct cfs_io_ceph ceph; /* its cluster: --ceph-conf, --id, --cluster */
+	bool repair;		 /* -y / -p / -a */
+	bool verbose;		 /* -v */
+	bool quiet;		 /* -q: problems only */
 	/* the stores (fs/POOLS.md): one, or every store of a pool */
 	char *path_list;
 	const char *paths[CFS_POOL_STORES_MAX];
@@ -91,7 +95,9 @@ static void say(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [-n | -y | -p | -a] [-f] [-v] [-q] DEVICE|IMAGE\n"
+	fprintf(f, "usage: " PROG
+		   " [-n | -y | -p | -a] [-f] [-v] [-q] [--ceph-conf PATH] [--id USER]\n"
+		   "       [--cluster NAME] DEVICE|IMAGE|rbd:POOL/[NAMESPACE/]IMAGE\n"
 		   "\n"
 		   "Check a chunkfs store; read-only unless -y.\n"
 		   "\n"
@@ -101,6 +107,8 @@ static void usage(FILE *f)
 		   "  -v     verbose: print the superblock and every note\n"
 		   "  -q     print problems only, no summary\n"
 		   "  -V     print the version and exit\n"
+		   "  --ceph-conf PATH, --id USER, --cluster NAME\n"
+		   "         an RBD store's cluster (default: Ceph's search, admin, ceph)\n"
 		   "\n"
 		   "Exit: 0 clean, 1 errors corrected, 4 errors left, 8 operational error,\n"
 		   "16 usage. See fsck.chunkfs(8).\n");
@@ -172,6 +180,12 @@ static int lock_store(struct fsck *c)
 
 /* ---- I/O ----------------------------------------------------------------------- */
 
+static void backend_log(void *arg, const char *line)
+{
+	(void)arg;
+	say("%s", line);
+}
+
 static int open_store(struct fsck *c)
 {
 	struct cfs_io_config cfg = {0};
@@ -180,13 +194,20 @@ static int open_store(struct fsck *c)
 	char err[512] = "";
 	int ret;
 
-	cfg.backend = "uring";
+	cfs_io_config_source(&cfg, c->path);
 	cfg.read_only = !c->repair;
 	cfg.exclusive = true;
 	cfg.dio = CFS_DIO_OPTIONAL; /* block devices: required (cfs_pool_open_io) */
+	cfg.ceph = c->ceph;
+	cfg.log = backend_log;
 	/* Every store of a pool is probed, checked against store 0's table
-	 * and routed; a single store is a pool of one. */
-	ret = cfs_pool_open_io(c->paths, c->path_count, &cfg, c->sources, &c->io, err, sizeof(err));
+	 * and routed; a single store is a pool of one. An RBD image opens
+	 * alone, and its backend says why it did not (the holder, in use). */
+	ret = c->rbd ? cfs_io_open(&cfg, &c->io)
+		     : cfs_pool_open_io(c->paths, c->path_count, &cfg, c->sources, &c->io, err,
+					sizeof(err));
+	if (ret && c->rbd)
+		return ret;
 	if (ret == -EBUSY) {
 		say("%s: device is busy (mounted, or open exclusively): refusing to check it",
 		    c->path);
@@ -656,12 +677,28 @@ static void close_store(struct fsck *c)
 
 int main(int argc, char **argv)
 {
+	enum { OPT_CEPH_CONF = 256, OPT_CEPH_ID, OPT_CEPH_CLUSTER };
+	static const struct option long_opts[] = {
+		{"ceph-conf", required_argument, NULL, OPT_CEPH_CONF},
+		{"id", required_argument, NULL, OPT_CEPH_ID},
+		{"cluster", required_argument, NULL, OPT_CEPH_CLUSTER},
+		{NULL, 0, NULL, 0},
+	};
 	struct fsck c = {.sb_slot = -1};
 	bool no_write = false;
 	int opt, ret, exit_code;
 
-	while ((opt = getopt(argc, argv, "nyapfvqVh")) != -1) {
+	while ((opt = getopt_long(argc, argv, "nyapfvqVh", long_opts, NULL)) != -1) {
 		switch (opt) {
+		case OPT_CEPH_CONF:
+			c.ceph.conf = optarg;
+			break;
+		case OPT_CEPH_ID:
+			c.ceph.id = optarg;
+			break;
+		case OPT_CEPH_CLUSTER:
+			c.ceph.cluster = optarg;
+			break;
 		case 'n':
 			no_write = true;
 			break;
@@ -701,19 +738,27 @@ int main(int argc, char **argv)
 	c.path = argv[optind];
 	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
 		c.lock_fd[i] = -1;
-	c.path_list = strdup(c.path);
-	ret = c.path_list ? cfs_pool_split_sources(c.path_list, c.paths, CFS_POOL_STORES_MAX)
-			  : -ENOMEM;
-	if (ret < 0) {
-		say("%s: %s", c.path,
-		    ret == -E2BIG ? "more stores than a pool holds" : "an empty store path");
-		free(c.path_list);
+	c.rbd = cfs_source_is_rbd(c.path);
+	if (!c.rbd && (c.ceph.conf || c.ceph.id || c.ceph.cluster)) {
+		say("--ceph-conf, --id and --cluster are for RBD stores (rbd:POOL/IMAGE)");
 		return FSCK_EXIT_USAGE;
 	}
-	c.path_count = (unsigned)ret;
-	{
+	/* An RBD image is one store, locked by its backend when it opens. */
+	if (!c.rbd) {
 		char err[512];
 
+		c.path_list = strdup(c.path);
+		ret = c.path_list
+			      ? cfs_pool_split_sources(c.path_list, c.paths, CFS_POOL_STORES_MAX)
+			      : -ENOMEM;
+		if (ret < 0) {
+			say("%s: %s", c.path,
+			    ret == -E2BIG ? "more stores than a pool holds"
+					  : "an empty store path");
+			free(c.path_list);
+			return FSCK_EXIT_USAGE;
+		}
+		c.path_count = (unsigned)ret;
 		if (cfs_pool_check_distinct(c.paths, c.path_count, err, sizeof(err))) {
 			say("%s", err);
 			free(c.path_list);

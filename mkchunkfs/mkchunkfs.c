@@ -39,7 +39,8 @@ void cfs_mkfs_error(const char *fmt, ...)
 static void print_help(void)
 {
 	printf("%s\n\n", cfs_mkfs_usage_line);
-	puts("Format a block device or an image file as a chunkfs store.\n"
+	puts("Format a block device, an image file or a Ceph RBD image (rbd:POOL/IMAGE,\n"
+	     "rbd:POOL/NAMESPACE/IMAGE) as a chunkfs store.\n"
 	     "\n"
 	     "  -f               overwrite an existing filesystem, partition table or store\n"
 	     "  -n               dry run: print the layout, write nothing\n"
@@ -55,9 +56,12 @@ static void print_help(void)
 	     "                   pool is then mounted as chunkfs STORE0,THIS,... DIR\n"
 	     "  --no-written-runs  without the written_runs feature: mountable by chunkfs\n"
 	     "                   before it, snapshots one record per written unit\n"
-	     "  -K               do not discard a block device's data region\n"
+	     "  -K               do not discard a block device's or RBD image's data region\n"
 	     "  -q               quiet: no summary, no progress\n"
 	     "  -D               print the store the target holds (read-only) and exit\n"
+	     "  --ceph-conf path an RBD image's cluster configuration (default: Ceph's search)\n"
+	     "  --id user        the cephx user, without client. (default admin)\n"
+	     "  --cluster name   the Ceph cluster name (default ceph)\n"
 	     "  -V               print the version and exit\n"
 	     "  -h               print this help and exit\n"
 	     "\n"
@@ -66,7 +70,7 @@ static void print_help(void)
 
 static const char *target_kind(const struct cfs_mkfs_target *t)
 {
-	return t->is_block_device ? "block device" : "image file";
+	return t->is_rbd ? "RBD image" : t->is_block_device ? "block device" : "image file";
 }
 
 /* The lines above the superblock summary: what is being formatted and how.
@@ -89,7 +93,7 @@ static void print_target(const struct cfs_mkfs_target *t, const struct cfs_mkfs_
 	if (!formatting)
 		return;
 	printf(SUMMARY_KEY_FMT, "preparation:");
-	if (t->is_block_device)
+	if (t->is_block_device || t->is_rbd)
 		puts(opts->no_discard ? "none (-K: data region not discarded)"
 				      : "discard the data region");
 	else if (opts->sparse)
@@ -130,10 +134,20 @@ static int read_snapshot(const struct cfs_mkfs_target *t, const struct cfs_sb *s
 
 	if (sb->meta_snap_length_bytes > SNAPSHOT_CHECK_MAX_BYTES)
 		return 1;
-	buf = malloc(length);
+	/* Whole sectors from an aligned buffer: an RBD image is read
+	 * through iopath, which checks both. */
+	buf = aligned_alloc(4096, (length + 4095) / 4096 * 4096);
 	if (!buf) {
 		*why = "out of memory";
 		return -ENOMEM;
+	}
+	if (t->is_rbd) {
+		ret = cfs_mkfs_rbd_read(t, buf, (length + 511) / 512 * 512, offset);
+		if (ret < 0) {
+			*why = strerror(-ret);
+			goto out_free;
+		}
+		done = length;
 	}
 	while (done < length) {
 		n = pread(t->fd, buf + done, length - done, (off_t)(offset + done));
@@ -277,7 +291,7 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 		goto out_close;
 	/* Before anything is written: zeros into a filesystem too small for
 	 * them would fill it for everyone and then fail anyway. */
-	if (!t.is_block_device && !opts->sparse && !opts->dry_run) {
+	if (!t.is_block_device && !t.is_rbd && !opts->sparse && !opts->dry_run) {
 		char space[160];
 
 		ret = cfs_mkfs_target_check_space(&t, space, sizeof(space));
@@ -326,8 +340,8 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 	if (cfs_mkfs_target_prepare(&t) < 0)
 		goto out_close;
 
-	wcfg.discard = t.is_block_device && !opts->no_discard;
-	wcfg.fill = !t.is_block_device && !opts->sparse;
+	wcfg.discard = (t.is_block_device || t.is_rbd) && !opts->no_discard;
+	wcfg.fill = !t.is_block_device && !t.is_rbd && !opts->sparse;
 	wcfg.progress = !opts->quiet && isatty(STDOUT_FILENO);
 	/* A uuid chosen by the user may be the one an earlier format of this
 	 * target had: its log records would verify with the same seed, so

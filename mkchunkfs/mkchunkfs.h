@@ -3,9 +3,9 @@
  * mkchunkfs.h — private to mkchunkfs/: the target being formatted and the
  * steps main() runs on it, one file per concern:
  *
- *   target.c      open the device or image, read its geometry, refuse one in
- *                 use; create or extend an image (only once formatting is
- *                 decided)
+ *   target.c      open the device, image or RBD image, read its geometry,
+ *                 refuse one in use; create or extend an image (only once
+ *                 formatting is decided); an RBD image's I/O
  *   signatures.c  find what the target already holds (libblkid, and our own
  *                 superblock, which blkid does not know) and wipe it with -f
  *   write.c       the write sequence: superblock with INPROGRESS, discard or
@@ -50,7 +50,9 @@ enum cfs_mkfs_exit {
 struct cfs_mkfs_target {
 	const char *path;
 	int fd;	       /* buffered: probing, wiping, ioctls, fsync;
-			* O_EXCL on a block device being formatted */
+			* O_EXCL on a block device being formatted;
+			* RBD: a memfd copy of the image's head and tail,
+			* for blkid and the superblock reads */
 	int direct_fd; /* O_DIRECT for every write, or -1 when the
 			* filesystem refuses it (then fd is used) */
 	bool exists;   /* false: an image this run will create */
@@ -63,6 +65,10 @@ struct cfs_mkfs_target {
 	uint32_t write_align_bytes; /* offset/length unit of every write */
 	uint32_t mem_align_bytes;   /* buffer alignment of every write */
 	dev_t rdev;		    /* block device number, for the mount lookup */
+	bool is_rbd;		    /* rbd:POOL/IMAGE: written through iopath */
+	struct cfs_io *io;	    /* RBD: the image (holding its lock unless
+				     * read-only) */
+	struct cfs_ioq *q;	    /* RBD: the queue of every write */
 	char note[1280];	    /* dry run: why a real run would be refused */
 };
 
@@ -92,6 +98,17 @@ int cfs_mkfs_target_prepare(struct cfs_mkfs_target *t);
 int cfs_mkfs_target_check_space(const struct cfs_mkfs_target *t, char *why, size_t why_bytes);
 /* Close; with remove_created, unlink an image this run created. */
 void cfs_mkfs_target_close(struct cfs_mkfs_target *t, bool remove_created);
+/* RBD targets: write or read [offset, +length) (sector multiples, any
+ * length, aligned buffer), flush, discard; 0 or -errno (write, flush and
+ * discard have said why). */
+int cfs_mkfs_rbd_write(struct cfs_mkfs_target *t, const void *buf, uint64_t length,
+		       uint64_t offset);
+int cfs_mkfs_rbd_read(const struct cfs_mkfs_target *t, void *buf, uint64_t length, uint64_t offset);
+int cfs_mkfs_rbd_flush(struct cfs_mkfs_target *t);
+int cfs_mkfs_rbd_discard(struct cfs_mkfs_target *t, uint64_t offset, uint64_t length);
+/* RBD targets: write the probed head and tail (t->fd) back to the image,
+ * after signatures were erased in them. */
+int cfs_mkfs_rbd_write_back_probe(struct cfs_mkfs_target *t);
 
 /* ---- signatures.c ---- */
 int cfs_mkfs_signatures_find(const struct cfs_mkfs_target *t, struct cfs_mkfs_found *found);

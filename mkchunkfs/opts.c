@@ -19,12 +19,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "iopath/iopath.h"
 #include "mkchunkfs/opts.h"
 
 const char cfs_mkfs_usage_line[] =
 	"usage: mkchunkfs [-fnqKV] [-L label] [-U uuid] [-b block-size] [-a alloc-unit] "
 	"[-m metadata-size] [-s size] [--sparse] [--join STORE0] [--no-written-runs] "
-	"DEVICE-OR-IMAGE";
+	"[--ceph-conf path] [--id user] [--cluster name] DEVICE-OR-IMAGE-OR-RBD";
 
 enum opt_kind {
 	OPT_FLAG, /* no value */
@@ -32,6 +33,7 @@ enum opt_kind {
 	OPT_LABEL,
 	OPT_UUID,
 	OPT_PATH, /* a device or image path */
+	OPT_TEXT, /* any non-empty string */
 };
 
 struct opt_desc {
@@ -46,7 +48,14 @@ struct opt_desc {
 };
 
 /* Long-only options get keys outside the char range. */
-enum { KEY_SPARSE = 256, KEY_JOIN, KEY_NO_WRITTEN_RUNS };
+enum {
+	KEY_SPARSE = 256,
+	KEY_JOIN,
+	KEY_NO_WRITTEN_RUNS,
+	KEY_CEPH_CONF,
+	KEY_CEPH_ID,
+	KEY_CEPH_CLUSTER
+};
 
 static const struct opt_desc opt_table[] = {
 	{'f', "force", OPT_FLAG, NULL, 0, 0, false, true},
@@ -67,6 +76,9 @@ static const struct opt_desc opt_table[] = {
 	{'a', "alloc-unit", OPT_SIZE, "allocation unit", 0, 0, false, true},
 	{'m', "metadata-size", OPT_SIZE, "metadata size", 0, 0, false, true},
 	{'s', "size", OPT_SIZE, "size", 0, 0, false, true},
+	{KEY_CEPH_CONF, "ceph-conf", OPT_TEXT, "Ceph configuration", 0, 0, false, false},
+	{KEY_CEPH_ID, "id", OPT_TEXT, "cephx user", 0, 0, false, false},
+	{KEY_CEPH_CLUSTER, "cluster", OPT_TEXT, "Ceph cluster name", 0, 0, false, false},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -162,6 +174,22 @@ static void apply_value(const struct opt_desc *d, const char *arg, struct cfs_mk
 		}
 		opts->join = arg;
 		return;
+	case OPT_TEXT: {
+		char name[32];
+
+		opt_name(d, name, sizeof(name));
+		if (!*arg) {
+			cfs_mkfs_err_add(errs, "%s: the %s is empty", name, d->what);
+			return;
+		}
+		if (d->key == KEY_CEPH_CONF)
+			opts->ceph_conf = arg;
+		else if (d->key == KEY_CEPH_ID)
+			opts->ceph_id = arg;
+		else
+			opts->ceph_cluster = arg;
+		return;
+	}
 	case OPT_LABEL:
 		if (strlen(arg) > d->max) {
 			cfs_mkfs_err_add(errs, "-L %s: label is longer than %llu bytes", arg,
@@ -356,6 +384,23 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 				 argv[optind]);
 	if (!opts->target && !opts->help && !opts->version)
 		cfs_mkfs_err_add(errs, "no device or image file given");
+	if (opts->target && !cfs_source_is_rbd(opts->target) &&
+	    (opts->ceph_conf || opts->ceph_id || opts->ceph_cluster))
+		cfs_mkfs_err_add(errs, "--ceph-conf, --id and --cluster are for RBD images "
+				       "(rbd:POOL/IMAGE)");
+	if (opts->target && cfs_source_is_rbd(opts->target)) {
+		struct cfs_rbd_name rbd;
+		const char *why;
+
+		if (cfs_rbd_name_parse(opts->target, &rbd, &why) < 0)
+			cfs_mkfs_err_add(errs, "%s: %s", opts->target, why);
+		if (opts->sparse)
+			cfs_mkfs_err_add(errs, "--sparse is for image files (an RBD image is "
+					       "always thin)");
+		if (opts->join)
+			cfs_mkfs_err_add(errs, "--join: an RBD image cannot be one of a pool's "
+					       "stores (yet)");
+	}
 
 	return errs->count ? -EINVAL : 0;
 }

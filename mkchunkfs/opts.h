@@ -49,6 +49,9 @@ struct cfs_mkfs_opts {
 	bool print_only;	    /* -D / --print: decode an existing store */
 	const char *join;	    /* --join STORE0: format as a data store of
 				     * STORE0's pool (fs/POOLS.md) */
+	const char *ceph_conf;	    /* --ceph-conf: an RBD target's cluster */
+	const char *ceph_id;	    /* --id: its cephx user */
+	const char *ceph_cluster;   /* --cluster: its cluster name */
 	bool version;		    /* -V */
 	bool help;		    /* -h */
 };

@@ -265,5 +265,8 @@ int cfs_mkfs_signatures_wipe(struct cfs_mkfs_target *t)
 	 * (a loop device without partscan) or with partitions in use. */
 	if (wiped_pt && t->is_block_device)
 		(void)ioctl(t->fd, BLKRRPART, NULL);
+	/* RBD: blkid erased them in the probe copy; now in the image. */
+	if (t->is_rbd)
+		return cfs_mkfs_rbd_write_back_probe(t);
 	return 0;
 }

@@ -14,6 +14,16 @@
  * live in: the same filesystem answers STATX_DIOALIGN for it, and nothing
  * visible is created, which keeps -n free of side effects.
  *
+ * An RBD image (rbd:POOL/IMAGE) is opened through iopath's rbd backend, which
+ * takes the image's exclusive lock for a run that writes (a mounted store is
+ * refused, naming the host that holds it) and none for -n and -D. blkid and
+ * the superblock reads need a file descriptor: they get a memfd holding a
+ * copy of the image's first and last RBD_PROBE_BYTES (where every signature
+ * blkid knows lives), sparse in between; with -f the erased signatures are
+ * written back from it. Writes go through the backend (cfs_mkfs_rbd_*). The
+ * image is never created or resized here: that is `rbd create` and
+ * `rbd resize`, with the cluster's own permissions.
+ *
  * What this file does not do: look at the target's contents (signatures.c)
  * or write anything but the new image's size.
  */
@@ -26,12 +36,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "mkchunkfs/mkchunkfs.h"
+
+#define RBD_PROBE_BYTES (1u << 20) /* copied from each end of an RBD image for blkid */
 
 void cfs_mkfs_target_init(struct cfs_mkfs_target *t)
 {
@@ -242,6 +255,167 @@ static int open_image(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *opt
 	return probe_geometry(t, t->fd);
 }
 
+/* ---- RBD images ------------------------------------------------------------------- */
+
+static void rbd_log(void *arg, const char *line)
+{
+	(void)arg;
+	cfs_mkfs_error("%s", line);
+}
+
+/* READ or WRITE in requests iopath takes (at most CFS_IO_LENGTH_MAX). */
+static int rbd_io(const struct cfs_mkfs_target *t, enum cfs_io_op op, void *buf, uint64_t length,
+		  uint64_t offset)
+{
+	for (uint64_t done = 0; done < length;) {
+		uint32_t n = length - done > CFS_IO_LENGTH_MAX ? CFS_IO_LENGTH_MAX
+							       : (uint32_t)(length - done);
+		int ret = cfs_ioq_sync(t->q, op, offset + done, n, (uint8_t *)buf + done, NULL);
+
+		if (ret < 0)
+			return ret;
+		done += n;
+	}
+	return 0;
+}
+
+int cfs_mkfs_rbd_write(struct cfs_mkfs_target *t, const void *buf, uint64_t length, uint64_t offset)
+{
+	int ret = rbd_io(t, CFS_IO_WRITE, (void *)buf, length, offset);
+
+	if (ret < 0)
+		cfs_mkfs_error("%s: write of %llu bytes at offset %llu failed: %s", t->path,
+			       (unsigned long long)length, (unsigned long long)offset,
+			       strerror(-ret));
+	return ret;
+}
+
+int cfs_mkfs_rbd_read(const struct cfs_mkfs_target *t, void *buf, uint64_t length, uint64_t offset)
+{
+	return rbd_io(t, CFS_IO_READ, buf, length, offset);
+}
+
+int cfs_mkfs_rbd_flush(struct cfs_mkfs_target *t)
+{
+	int ret = cfs_ioq_sync(t->q, CFS_IO_FLUSH, 0, 0, NULL, NULL);
+
+	if (ret < 0)
+		cfs_mkfs_error("%s: flush failed: %s", t->path, strerror(-ret));
+	return ret;
+}
+
+int cfs_mkfs_rbd_discard(struct cfs_mkfs_target *t, uint64_t offset, uint64_t length)
+{
+	int ret = cfs_ioq_sync(t->q, CFS_IO_DISCARD, offset, (uint32_t)length, NULL, NULL);
+
+	if (ret < 0)
+		cfs_mkfs_error("%s: discard failed: %s (use -K to skip discarding)", t->path,
+			       strerror(-ret));
+	return ret;
+}
+
+/* The byte ranges of the image copied into the probe memfd. */
+static void probe_ranges(const struct cfs_mkfs_target *t, uint64_t range[2][2])
+{
+	uint64_t size = t->target_size_bytes,
+		 head = size < RBD_PROBE_BYTES ? size : RBD_PROBE_BYTES;
+	uint64_t tail = size - head < RBD_PROBE_BYTES ? size - head : RBD_PROBE_BYTES;
+
+	range[0][0] = 0;
+	range[0][1] = head;
+	range[1][0] = size - tail;
+	range[1][1] = tail;
+}
+
+static int rbd_probe_copy(struct cfs_mkfs_target *t)
+{
+	uint64_t range[2][2];
+	uint8_t *buf;
+	int ret = 0;
+
+	t->fd = memfd_create("mkchunkfs-probe", MFD_CLOEXEC);
+	if (t->fd < 0 || ftruncate(t->fd, (off_t)t->target_size_bytes) < 0) {
+		ret = -errno;
+		cfs_mkfs_error("%s: cannot make a probe copy: %s", t->path, strerror(errno));
+		return ret;
+	}
+	buf = aligned_alloc(4096, RBD_PROBE_BYTES);
+	if (!buf)
+		return -ENOMEM;
+	probe_ranges(t, range);
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		if (!range[i][1])
+			continue;
+		ret = cfs_mkfs_rbd_read(t, buf, range[i][1], range[i][0]);
+		if (ret < 0) {
+			cfs_mkfs_error("%s: cannot read the image: %s", t->path, strerror(-ret));
+			break;
+		}
+		if (pwrite(t->fd, buf, range[i][1], (off_t)range[i][0]) != (ssize_t)range[i][1]) {
+			ret = -EIO;
+			cfs_mkfs_error("%s: cannot fill the probe copy", t->path);
+		}
+		ret = ret < 0 ? ret : 0;
+	}
+	free(buf);
+	return ret;
+}
+
+int cfs_mkfs_rbd_write_back_probe(struct cfs_mkfs_target *t)
+{
+	uint64_t range[2][2];
+	uint8_t *buf;
+	int ret = 0;
+
+	buf = aligned_alloc(4096, RBD_PROBE_BYTES);
+	if (!buf)
+		return -ENOMEM;
+	probe_ranges(t, range);
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		if (!range[i][1])
+			continue;
+		if (pread(t->fd, buf, range[i][1], (off_t)range[i][0]) != (ssize_t)range[i][1]) {
+			cfs_mkfs_error("%s: cannot read the probe copy back", t->path);
+			ret = -EIO;
+			break;
+		}
+		ret = cfs_mkfs_rbd_write(t, buf, range[i][1], range[i][0]);
+	}
+	free(buf);
+	return ret < 0 ? ret : cfs_mkfs_rbd_flush(t);
+}
+
+static int open_rbd(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *opts)
+{
+	struct cfs_io_config cfg = {0};
+	struct cfs_ioq_config qc = {.depth = 4};
+	int ret;
+
+	t->is_rbd = true;
+	t->exists = true;
+	cfs_io_config_source(&cfg, t->path);
+	cfg.read_only = t->read_only;
+	cfg.exclusive = !t->read_only; /* -n and -D read a live store */
+	cfg.ceph.conf = opts->ceph_conf;
+	cfg.ceph.id = opts->ceph_id;
+	cfg.ceph.cluster = opts->ceph_cluster;
+	cfg.log = rbd_log;
+	ret = cfs_io_open(&cfg, &t->io);
+	if (ret < 0) {
+		t->io = NULL;
+		return ret; /* the backend said why */
+	}
+	t->geo = *cfs_io_geometry(t->io);
+	t->target_size_bytes = t->geo.size_bytes;
+	ret = cfs_ioq_create(t->io, &qc, &t->q);
+	if (ret < 0) {
+		t->q = NULL;
+		cfs_mkfs_error("%s: cannot create an I/O queue: %s", t->path, strerror(-ret));
+		return ret;
+	}
+	return rbd_probe_copy(t);
+}
+
 /*
  * Test and golden-file hook, after mke2fs's MKE2FS_DEVICE_SECTSIZE: pretend
  * the target has these sector sizes, so expected output does not depend on
@@ -294,7 +468,9 @@ int cfs_mkfs_target_open(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *
 	t->path = opts->target;
 	t->read_only = opts->dry_run || opts->print_only;
 
-	if (stat(t->path, &st) < 0) {
+	if (cfs_source_is_rbd(t->path)) {
+		ret = open_rbd(t, opts);
+	} else if (stat(t->path, &st) < 0) {
 		if (errno != ENOENT || opts->print_only) {
 			cfs_mkfs_error("%s: %s", t->path, strerror(errno));
 			return -errno;
@@ -325,10 +501,12 @@ int cfs_mkfs_target_open(struct cfs_mkfs_target *t, const struct cfs_mkfs_opts *
 
 	t->store_size_bytes = t->target_size_bytes;
 	if (opts->size_given) {
-		if (t->is_block_device && opts->size_bytes > t->target_size_bytes) {
-			cfs_mkfs_error("%s: -s %s is larger than the device (%s)", t->path,
+		if ((t->is_block_device || t->is_rbd) && opts->size_bytes > t->target_size_bytes) {
+			cfs_mkfs_error("%s: -s %s is larger than the %s (%s)%s", t->path,
 				       cfs_size_format(opts->size_bytes, a),
-				       cfs_size_format(t->target_size_bytes, b));
+				       t->is_rbd ? "image" : "device",
+				       cfs_size_format(t->target_size_bytes, b),
+				       t->is_rbd ? "; grow it with rbd resize" : "");
 			return -EFBIG;
 		}
 		/* An image is extended to -s but never shrunk: a larger file keeps
@@ -389,6 +567,9 @@ int cfs_mkfs_target_prepare(struct cfs_mkfs_target *t)
 {
 	int ret;
 
+	if (t->is_rbd)
+		return 0; /* written through t->q; never created or resized here */
+
 	if (!t->exists) {
 		t->fd = open(t->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (t->fd < 0) {
@@ -431,6 +612,12 @@ int cfs_mkfs_target_prepare(struct cfs_mkfs_target *t)
 
 void cfs_mkfs_target_close(struct cfs_mkfs_target *t, bool remove_created)
 {
+	if (t->q)
+		cfs_ioq_destroy(t->q);
+	if (t->io)
+		cfs_io_close(t->io);
+	t->q = NULL;
+	t->io = NULL;
 	if (t->direct_fd >= 0)
 		close(t->direct_fd);
 	if (t->fd >= 0)

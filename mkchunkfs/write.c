@@ -8,7 +8,8 @@
  *      slot 1 <- zeros; flush. From here on every reader (the daemon, fsck,
  *      mkchunkfs -D, our own "is this formatted?") refuses the store, and
  *      no stale copy from an earlier format can outvote the new one.
- *   2. Block device: discard the data region (unless -K). Image file: write
+ *   2. Block device or RBD image: discard the data region (unless -K; on RBD
+ *      it frees the objects an earlier use left). Image file: write
  *      zeros into every hole (unless --sparse) so the lower filesystem holds
  *      no unwritten extents: the first write into an unwritten ext4 extent
  *      pays a journal commit, which is what made ext4 + O_DIRECT the slowest
@@ -99,6 +100,8 @@ static int pwrite_all(struct wctx *c, const void *buf, size_t length, uint64_t o
 	const uint8_t *p = buf;
 	ssize_t n;
 
+	if (c->t->is_rbd)
+		return cfs_mkfs_rbd_write(c->t, buf, length, offset);
 	while (length) {
 		n = pwrite(c->fd, p, length, (off_t)offset);
 		if (n < 0 && errno == EINTR)
@@ -123,6 +126,8 @@ static int pwrite_all(struct wctx *c, const void *buf, size_t length, uint64_t o
  * the device's write cache. */
 static int flush(struct wctx *c)
 {
+	if (c->t->is_rbd)
+		return cfs_mkfs_rbd_flush(c->t);
 	if (fsync(c->t->fd) < 0) {
 		cfs_mkfs_error("%s: flush failed: %s", c->t->path, strerror(errno));
 		return -errno;
@@ -398,7 +403,10 @@ static int discard_data(struct wctx *c, const struct cfs_sb *sb)
 	while (offset < end) {
 		range[0] = offset;
 		range[1] = end - offset < DISCARD_STEP_BYTES ? end - offset : DISCARD_STEP_BYTES;
-		if (ioctl(c->t->fd, BLKDISCARD, range) < 0) {
+		if (c->t->is_rbd) {
+			if (cfs_mkfs_rbd_discard(c->t, range[0], range[1]) < 0)
+				return -EIO;
+		} else if (ioctl(c->t->fd, BLKDISCARD, range) < 0) {
 			/* A device without discard support: nothing to do. The
 			 * daemon tracks unwritten ranges itself and never shows
 			 * what a block held before, so discard is only a gift

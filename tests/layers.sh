@@ -6,7 +6,7 @@
 # The table is the block of lines "#   dir/  [libcfs_x.a]  -> dir/ ... [syslibs]"
 # in the Makefile's opening comment: each layer (a source folder) may use
 # itself, the folders after its arrow, and the system libraries in brackets
-# (c, xxhash, uring, fuse3, blkid: what -l<name> links). For every layer this
+# (c, xxhash, uring, fuse3, blkid, rbd, rados: what -l<name> links). For every layer this
 # checks, on the objects of its .c files under OBJ_DIR (the build's obj/):
 #   - symbols: each undefined symbol is defined in the layer itself, in a
 #     layer it may use, or in one of its system libraries (nm);
@@ -37,7 +37,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The headers of each system library, for the #include <...> check.
 declare -A syshdr=([xxhash]='xxhash.h' [uring]='liburing.h|liburing/.*' [fuse3]='fuse.*\.h'
-	[blkid]='blkid.h|blkid/blkid.h')
+	[blkid]='blkid.h|blkid/blkid.h' [rbd]='rbd/.*' [rados]='rados/.*')
 
 # ---- the table ---------------------------------------------------------------
 layers=()

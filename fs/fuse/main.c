@@ -13,7 +13,8 @@
  *      with it, so every error below is still printed on the terminal and
  *      mount(8) sees a non-zero status;
  *   3. the child locks the store (flock on its fd, plus O_EXCL for block
- *      devices), opens it through iopath, mounts the metadata (cfs_fs_open:
+ *      devices; an RBD image: its exclusive lock, iopath/rbd_lock.c), opens
+ *      it through iopath, mounts the metadata (cfs_fs_open:
  *      superblock checks, snapshot, log replay), creates one iopath queue
  *      per event loop, creates the FUSE session and mounts it;
  *   4. only then does it detach (stdio to /dev/null, logs to syslog) and
@@ -116,6 +117,9 @@ struct options {
 	unsigned lock_wait_s;
 	const char *fault_spec;
 	const char *fsname;
+	bool rbd;		      /* SOURCE is rbd:POOL/[NAMESPACE/]IMAGE */
+	struct cfs_io_ceph ceph;      /* ceph_conf=, ceph_id=, ceph_cluster=, takeover */
+	bool ceph_given;	      /* one of those options was given */
 	enum cfs_transport transport; /* -o transport=dev|uring|auto, -o uring */
 	char kernel_flags[256];	      /* ro,nosuid,... passed through to the mount */
 };
@@ -168,7 +172,8 @@ static void usage(FILE *f, const char *prog)
 		"       chunkfs stat [-i SECONDS [-c COUNT]] [-z] [--json | --prom]\n"
 		"                    [MOUNTPOINT | CHUNK ...]\n"
 		"\n"
-		"SOURCE is a block device or image file formatted by mkchunkfs.\n"
+		"SOURCE is a block device or image file formatted by mkchunkfs, or a Ceph\n"
+		"RBD image, rbd:POOL/IMAGE or rbd:POOL/NAMESPACE/IMAGE.\n"
 		"\n"
 		"options:\n"
 		"  -f                 stay in the foreground, log to stderr\n"
@@ -194,6 +199,12 @@ static void usage(FILE *f, const char *prog)
 		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
 		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
+		"RBD stores:\n"
+		"  -o takeover        the image is held by a host that is down: break its\n"
+		"                     lock and blocklist it (it can never write again)\n"
+		"  -o ceph_conf=PATH  the cluster's ceph.conf (default: Ceph's search)\n"
+		"  -o ceph_id=USER    the cephx user, without client. (default admin)\n"
+		"  -o ceph_cluster=NAME  the cluster name (default ceph)\n"
 		"generic mount options (rw, nosuid, nodev, noexec, noatime, sync, ...)\n"
 		"are passed to the kernel; auto, noauto, user, nofail, _netdev,\n"
 		"defaults and x-* are accepted and ignored. See chunkfs(8).\n",
@@ -307,6 +318,9 @@ static int parse_one(struct options *o, const char *opt)
 		o->hide_stats = true;
 	} else if (strcmp(opt, "writethrough") == 0) {
 		o->writethrough = true;
+	} else if (strcmp(opt, "takeover") == 0) {
+		o->ceph.takeover = true;
+		o->ceph_given = true;
 	} else if (strcmp(opt, "mlock") == 0) {
 		o->ram_flags |= CFS_IO_RAM_MLOCK;
 	} else if (strcmp(opt, "hugepages") == 0) {
@@ -372,6 +386,21 @@ static int parse_one(struct options *o, const char *opt)
 		}
 	} else if (opt_value(opt, "fault", &v)) {
 		o->fault_spec = v;
+	} else if (opt_value(opt, "ceph_conf", &v)) {
+		if (!*v)
+			goto bad_value;
+		o->ceph.conf = v;
+		o->ceph_given = true;
+	} else if (opt_value(opt, "ceph_id", &v)) {
+		if (!*v)
+			goto bad_value;
+		o->ceph.id = v;
+		o->ceph_given = true;
+	} else if (opt_value(opt, "ceph_cluster", &v)) {
+		if (!*v)
+			goto bad_value;
+		o->ceph.cluster = v;
+		o->ceph_given = true;
 	} else if (opt_value(opt, "fsname", &v)) {
 		if (!*v)
 			goto bad_value;
@@ -436,6 +465,14 @@ static void memory_bytes(uint64_t *ram, uint64_t *swap)
 		return;
 	*ram = (uint64_t)si.totalram * si.mem_unit;
 	*swap = (uint64_t)si.totalswap * si.mem_unit;
+}
+
+/* iopath's words (the rbd backend: who holds the image, a fencing) go where
+ * the daemon's go: the terminal until it detaches, then syslog. */
+static void backend_log(void *arg, const char *line)
+{
+	(void)arg;
+	fuse_log(FUSE_LOG_ERR, "chunkfs: %s\n", line);
 }
 
 /*
@@ -611,6 +648,26 @@ static int parse_args(struct options *o, int argc, char **argv)
 		fprintf(stderr, "%s: fault= is for store mounts\n", o->prog);
 		bad = 1;
 	}
+	o->rbd = !o->ram && cfs_source_is_rbd(o->source);
+	if (o->rbd) {
+		struct cfs_rbd_name name;
+		const char *why;
+
+		if (cfs_rbd_name_parse(o->source, &name, &why)) {
+			fprintf(stderr, "%s: %s: %s\n", o->prog, o->source, why);
+			bad = 1;
+		}
+		if (o->fault_spec) {
+			fprintf(stderr, "%s: fault= is for local stores\n", o->prog);
+			bad = 1;
+		}
+	} else if (o->ceph_given) {
+		fprintf(stderr,
+			"%s: takeover, ceph_conf=, ceph_id= and ceph_cluster= are for RBD "
+			"stores (rbd:POOL/IMAGE)\n",
+			o->prog);
+		bad = 1;
+	}
 	if (o->read_only && add_kernel_flag(o, "ro"))
 		bad = 1;
 	if (!o->threads) {
@@ -650,8 +707,8 @@ static int check_paths(struct options *o)
 			return -ENOTDIR;
 		}
 	}
-	if (o->ram)
-		return 0;
+	if (o->ram || o->rbd)
+		return 0; /* an RBD image: the cluster is asked when it opens */
 	/* SRC1,SRC2,...: every store of a pool (a path that exists with a
 	 * comma in it is one store). */
 	source_list = strdup(o->source);
@@ -668,6 +725,11 @@ static int check_paths(struct options *o)
 		return -EINVAL;
 	}
 	for (unsigned i = 0; i < source_count; i++) {
+		if (cfs_source_is_rbd(source_paths[i])) {
+			say("%s: an RBD image cannot be one of a pool's stores (yet)\n",
+			    source_paths[i]);
+			return -EINVAL;
+		}
 		if (stat(source_paths[i], &st)) {
 			say("%s: %s\n", source_paths[i], strerror(errno));
 			return -ENOENT;
@@ -859,7 +921,16 @@ static int open_store(const struct options *o, struct cfs_io **out)
 	char err[512];
 	int ret;
 
-	if (o->ram) {
+	if (o->rbd) {
+		cfs_io_config_source(&cfg, o->source);
+		cfg.read_only = o->read_only || o->fake;
+		/* Even read-only: the lock keeps a writer away, as flock does. */
+		cfg.exclusive = true;
+		cfg.ceph = o->ceph;
+		cfg.ceph.wait_s = o->lock_wait_s;
+		cfg.log = backend_log;
+		return cfs_io_open(&cfg, out); /* the backend says why it failed */
+	} else if (o->ram) {
 		cfg.backend = "ram";
 		cfg.size_bytes = o->ram_size_bytes;
 		/* dio_align=0 enforces nothing, but the written-state and the
@@ -1241,7 +1312,7 @@ int main(int argc, char **argv)
 	if (!o.foreground && !o.fake)
 		detach_begin();
 
-	if (!o.ram && lock_store(&o, lock_fd))
+	if (!o.ram && !o.rbd && lock_store(&o, lock_fd))
 		goto out;
 	if (open_store(&o, &d->io))
 		goto out_unlock;

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rbd.h — private to iopath/: what the RBD backend (backend_rbd.c: the
+ * cluster connection and the data path) shares with its fencing
+ * (rbd_lock.c: the image's exclusive lock, who holds it, takeover).
+ */
+#ifndef CFS_IOPATH_RBD_H
+#define CFS_IOPATH_RBD_H
+
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <stdatomic.h>
+
+#include "iopath/backend.h"
+
+/* The image metadata key where the lock holder describes itself. */
+#define CFS_RBD_HOLDER_KEY "chunkfs.holder"
+
+struct rbd_target {
+	rados_t cluster;
+	rados_ioctx_t ioctx;
+	rbd_image_t image;
+	struct cfs_rbd_name name;
+	const char *source; /* "rbd:POOL/[NAMESPACE/]IMAGE", for messages */
+	char user[96];	    /* "client.ID" */
+	bool locked;	    /* this process holds the exclusive lock */
+	atomic_bool fenced; /* blocklisted, or the lock went to another
+			     * client: every request fails with -EIO */
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
+};
+
+/* printf-style, through cfg->log (or stderr): one line, no newline. */
+void cfs_rbd_say(const struct rbd_target *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* rbd_lock.c: take the image's exclusive lock as cfg->ceph asks (waiting,
+ * breaking a holder that is gone, taking over), and write the holder
+ * record. 0, or -errno after saying why (naming the holder). */
+int cfs_rbd_lock_take(struct rbd_target *t, const struct cfs_io_ceph *ceph);
+/* Remove the holder record and release the lock (unmount). */
+void cfs_rbd_lock_give(struct rbd_target *t);
+
+#endif /* CFS_IOPATH_RBD_H */
