@@ -26,6 +26,18 @@
  * librbd asks a holder to give the lock up and, when the holder is dead
  * but its watch has not yet timed out, waits up to 30 s for an answer.
  *
+ * After taking a lock from someone (fence_sweep): an OSD learns of a new
+ * blocklist entry only with the next osdmap it receives, from the monitor or
+ * a peer within seconds, or at once from a client whose request carries the
+ * newer map; until then it still accepts the old holder's writes, which
+ * then land on parts of the image the new holder has not touched yet (seen
+ * in ceph_takeover.sh: a write of the frozen holder, thawed a second after
+ * the takeover, reached the store). So the new holder sends one small
+ * request (an object listing) to every placement group of the pool with
+ * the map that has the blocklist: each primary takes that map before it
+ * answers, and refuses the old holder from then on. By the time the mount
+ * is done, nothing the old holder sends lands anywhere.
+ *
  * What this file does not do: I/O (backend_rbd.c), or decide that a remote
  * holder is dead: only the administrator knows that, and says so with
  * takeover.
@@ -222,6 +234,82 @@ static int break_lock(struct rbd_target *t, const char *owner, const char *who)
 	return 0;
 }
 
+/* The pool's number of placement groups, from the monitor; 0 if unknown. */
+static unsigned pool_pg_num(const struct rbd_target *t)
+{
+	char cmd[CFS_RBD_NAME_BYTES + 96], *out = NULL, *status = NULL;
+	const char *argv[1] = {cmd};
+	size_t out_len = 0, status_len = 0;
+	unsigned pg_num = 0;
+	const char *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "{\"prefix\": \"osd pool get\", \"pool\": \"%s\", \"var\": \"pg_num\", "
+		 "\"format\": \"json\"}",
+		 t->name.pool);
+	if (rados_mon_command(t->cluster, argv, 1, "", 0, &out, &out_len, &status, &status_len) ==
+		    0 &&
+	    out && (p = strstr(out, "\"pg_num\":")))
+		pg_num = (unsigned)strtoul(p + strlen("\"pg_num\":"), NULL, 10);
+	rados_buffer_free(out);
+	rados_buffer_free(status);
+	return pg_num;
+}
+
+/* See the top of the file. Listing order is by (bit-reversed) object hash,
+ * so the pool's listing range cut into pg_num equal slices gives every
+ * placement group at least one slice, and a listing of one entry from a
+ * slice is one request to the group that holds its start: pg_num small
+ * requests (more slices than groups if pg_num is unknown or grows). */
+#define SWEEP_SLICES_UNKNOWN 4096u
+
+static int fence_sweep(struct rbd_target *t)
+{
+	rados_object_list_cursor begin, end;
+	unsigned slices = pool_pg_num(t);
+	int ret;
+
+	if (!slices)
+		slices = SWEEP_SLICES_UNKNOWN;
+	ret = rados_wait_for_latest_osdmap(t->cluster);
+	if (ret < 0)
+		return ret;
+	begin = rados_object_list_begin(t->ioctx);
+	end = rados_object_list_end(t->ioctx);
+	if (!begin || !end) {
+		ret = -ENOENT;
+		goto out;
+	}
+	for (unsigned n = 0; n < slices && ret >= 0; n++) {
+		/* librados fills cursors the caller allocated. */
+		rados_object_list_cursor from = rados_object_list_begin(t->ioctx);
+		rados_object_list_cursor to = rados_object_list_begin(t->ioctx);
+		rados_object_list_cursor next = rados_object_list_begin(t->ioctx);
+		rados_object_list_item item;
+
+		if (from && to && next) {
+			rados_object_list_slice(t->ioctx, begin, end, n, slices, &from, &to);
+			ret = rados_object_list(t->ioctx, from, to, 1, NULL, 0, &item, &next);
+			if (ret > 0)
+				rados_object_list_free((size_t)ret, &item);
+		} else {
+			ret = -ENOMEM;
+		}
+		if (from)
+			rados_object_list_cursor_free(t->ioctx, from);
+		if (to)
+			rados_object_list_cursor_free(t->ioctx, to);
+		if (next)
+			rados_object_list_cursor_free(t->ioctx, next);
+	}
+out:
+	if (begin)
+		rados_object_list_cursor_free(t->ioctx, begin);
+	if (end)
+		rados_object_list_cursor_free(t->ioctx, end);
+	return ret < 0 ? ret : 0;
+}
+
 /* Acquired: say who we are in the image metadata. */
 static void holder_write(struct rbd_target *t)
 {
@@ -242,7 +330,7 @@ int cfs_rbd_lock_take(struct rbd_target *t, const struct cfs_io_ceph *ceph)
 	struct timespec pause = {0, POLL_NS};
 	char owner[128], who[384];
 	struct holder me, h;
-	bool known = false, said_waiting = false;
+	bool known = false, said_waiting = false, had_holder = false;
 	int ret;
 
 	holder_self(t, &me);
@@ -254,6 +342,7 @@ int cfs_rbd_lock_take(struct rbd_target *t, const struct cfs_io_ceph *ceph)
 			return ret;
 		}
 		if (ret == 1) {
+			had_holder = true;
 			known = holder_read(t, owner, &h);
 			holder_describe(known, &h, owner, who, sizeof(who));
 		}
@@ -288,6 +377,15 @@ int cfs_rbd_lock_take(struct rbd_target *t, const struct cfs_io_ceph *ceph)
 			ret = rbd_lock_acquire(t->image, RBD_LOCK_MODE_EXCLUSIVE);
 			if (ret == 0) {
 				t->locked = true;
+				ret = had_holder ? fence_sweep(t) : 0;
+				if (ret < 0) {
+					cfs_rbd_say(t,
+						    "%s: cannot make every OSD refuse the previous "
+						    "holder: %s",
+						    t->source, strerror(-ret));
+					cfs_rbd_lock_give(t);
+					return ret;
+				}
 				holder_write(t);
 				return 0;
 			}

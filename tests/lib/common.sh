@@ -157,7 +157,10 @@ declare -A _cfs_mount_pid=()
 # daemon's mount is on DIR (one more chunkfs mount there than before: a
 # mount left on DIR does not count), and register cleanup (unmount, wait,
 # kill) for exit. Sets CFS_MOUNT_PID. Fails the test if the daemon dies or
-# does not mount in 20 s. Never call it inside $(...).
+# does not mount in 20 s. Never call it inside $(...). CFS_MOUNT_WRAP, when
+# set, is a command the daemon runs under (the RBD tests: "unshare --pid
+# --fork --kill-child", a daemon that looks like another host's); then
+# CFS_MOUNT_PID is the wrapper's, whose death takes the daemon with it.
 cfs_mount() {
 	local src=$1 dir=$2 opts=${3:-} log i before
 	# First: a fault=SPEC option takes the rest of the list.
@@ -168,7 +171,8 @@ cfs_mount() {
 	log=$CFS_WORK/chunkfs-$(basename "$dir").log
 	before=$(_cfs_mount_count "$dir")
 	echo "=== chunkfs $src $dir ${opts:+-o $opts}" >>"$log"
-	"$CFS_BIN/chunkfs" -f "$src" "$dir" ${opts:+-o "$opts"} >>"$log" 2>&1 &
+	# shellcheck disable=SC2086 # CFS_MOUNT_WRAP: words of a command prefix
+	${CFS_MOUNT_WRAP:-} "$CFS_BIN/chunkfs" -f "$src" "$dir" ${opts:+-o "$opts"} >>"$log" 2>&1 &
 	CFS_MOUNT_PID=$!
 	_cfs_mount_pid[$dir]=$CFS_MOUNT_PID
 	cfs_defer "cfs_umount '$dir'"
