@@ -294,6 +294,7 @@ ceph_cluster_stop() {
 # ---- for tests/integration/ceph_*.sh (after common.sh) ----------------------
 #
 #   cfs_ceph_require          skip (77) unless root and Ceph's programs are here
+#                        (and with BUILD=tsan, load tests/tsan-ceph.supp)
 #   cfs_ceph_cluster          the cluster tests/run.sh started for every Ceph
 #                        test ($CFS_CEPH_DIR), or, run alone, one of the test's
 #                        own (removed at exit); its pool is $CFS_RBD_POOL
@@ -311,6 +312,10 @@ cfs_ceph_require() {
 			cfs_skip "needs $c (Debian: ceph-mon ceph-osd ceph-common, as .ci/install-deps.sh installs)"
 	done
 	/usr/bin/python3 -c 'import rados' 2>/dev/null || cfs_skip "needs python3-rados (ceph-common)"
+	# BUILD=tsan: Ceph's libraries are not instrumented (tests/tsan-ceph.supp)
+	if [ "${BUILD:-}" = tsan ]; then
+		export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$CFS_ROOT/tests/tsan-ceph.supp"
+	fi
 }
 
 # The shared cluster answers if its monitor does.
