@@ -14,7 +14,7 @@ util-linux mount procps python3 e2fsprogs xfsprogs attr fio
 dpkg-dev debhelper fakeroot lintian
 gnuplot-nox
 postgresql-15 postgresql-client-15
-mariadb-server mariadb-client sysbench rocksdb-tools sqlite3
+mariadb-server mariadb-client sysbench rocksdb-tools sqlite3 linux-perf
 librbd-dev librados-dev ceph-common ceph-mon ceph-osd
 "
 
