@@ -21,8 +21,8 @@
 #       per row loaded, for as long as it takes (-T is ignored)
 #   -o  result directory (default bench/results/dbprofile-<load>-<time>/):
 #       mix.txt, perf-daemon.txt, stats.txt, load.log
-# Needs root, perf, the database, tracefs (mounted at /sys/kernel/tracing if
-# it is not).
+# Needs root, perf, the database, tracefs (mounted at /sys/kernel/tracing for
+# the run if it is not).
 set -euo pipefail
 
 load=mariadb
@@ -64,7 +64,10 @@ else
 	. "$root/tests/lib/pg.sh"
 	pg_require
 fi
-[ -d /sys/kernel/tracing/events/fuse ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+# tracefs: mounted for the run if it is not (and unmounted again at exit)
+if [ ! -d /sys/kernel/tracing/events ] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+	cfs_defer "umount /sys/kernel/tracing"
+fi
 [ -d /sys/kernel/tracing/events/fuse ] || cfs_skip "no fuse tracepoints in this kernel (tracefs)"
 [ -x "$CFS_BIN/chunkfs" ] || { echo "dbprofile.sh: make first" >&2; exit 2; }
 mkdir -p "$CFS_WORK/bin"
