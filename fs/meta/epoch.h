@@ -16,9 +16,11 @@
  * file kept busy at queue depth 32 never reaches 0, and memory retired by
  * its writes grew without bound. Read sections here last one map call.
  *
- * Cost per section: a thread-local load, one sequentially consistent store
- * (xchg on x86) and one release store. Threads register a slot on first use
- * (malloc, once per thread) and give it back at exit for reuse.
+ * Cost per section: a thread-local load and two plain stores where the
+ * kernel has membarrier(2) (the advancer then pays one membarrier() call per
+ * advance, on the metadata side); else one sequentially consistent store
+ * (xchg on x86, ~20 ns) and a release store. Threads register a slot on
+ * first use (malloc, once per thread) and give it back at exit for reuse.
  *
  * What it does not do: keep lists of retired objects (each owner tags and
  * frees its own), or free anything itself.
