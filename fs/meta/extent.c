@@ -533,8 +533,8 @@ static void pending_drain(struct cfs_extent_map *map)
 		}
 		*link = u->pending_next;
 		/* Already replaced and retired: nothing to take out. */
-		if (!(atomic_load(&u->flags) & XU_DEAD))
-			tab_take(map, u);
+		if (!(atomic_load(&u->flags) & XU_DEAD) && !tab_take(map, u))
+			retire_xunit(map, u); /* replaced and not retired: never */
 		atomic_fetch_and(&u->flags, ~XU_PENDING);
 	}
 }
@@ -1941,7 +1941,8 @@ int cfs_extent_for_each(const struct cfs_extent_map *cmap, cfs_extent_unit_fn fn
 		}
 	}
 	pthread_mutex_unlock(&map->lock);
-	qsort(recs, nrec, sizeof(*recs), xunit_fu_cmp);
+	if (nrec)
+		qsort(recs, nrec, sizeof(*recs), xunit_fu_cmp);
 
 	for (cur_seek(&c, t, 0); (r = cur_run(&c)) && !w.ret; cur_next(&c)) {
 		uint64_t pos = r->fu, end = r->fu + r->count;
@@ -2124,7 +2125,11 @@ static int move_locked(struct cfs_extent_map *map, uint64_t file_unit, uint64_t 
 		ret = tab_reserve(map);
 		if (ret)
 			goto out;
-		tab_put(map, made[i]);
+		/* A copy still pending removal from an earlier move back. */
+		struct xunit *prev = tab_put(map, made[i]);
+
+		if (prev)
+			retire_xunit(map, prev);
 		made[i] = NULL;
 	}
 	ret = base_apply(map, ch, k);
