@@ -25,6 +25,11 @@
 #              rows/s and SQLITE_BUSY (bench/sqlite.sh)
 #   rocksdb    RocksDB db_bench fillrandom, overwrite, readrandom
 #              (bench/rocksdb.sh)
+#   scale      large stores (bench/scale.sh): stores of 1, 10 and 100 TB
+#              (sparse images on a tmpfs) filled with 1 GiB to 1 TiB chunks,
+#              fallocated and partly written: daemon memory, chunk allocation,
+#              unmount, snapshot size, fsck, mount, 4 KiB random reads in the
+#              largest chunk against the 1 GiB one
 #   (the database cases run each database on a chunkfs store and on ext4 on
 #   images of the same size on the same disk, alternated; each is skipped,
 #   with a line in the report, when its database is not installed)
@@ -83,6 +88,7 @@ if [ "$QUICK" = 1 ]; then
 	sa_args=(-n 2 -w 5000)
 	sq_args=(-n 1 -r 5000)
 	rk_args=(-n 1 -k 30000 -S 2G)
+	scale_args=(-s 1T,10T -n 1 -r 2)
 else
 	raw_args=(-n 3 -r 3 -s 512M)
 	ckpt_reps=2 ckpt_rounds=20
@@ -95,10 +101,11 @@ else
 	sa_args=(-n 5)
 	sq_args=(-n 3)
 	rk_args=(-n 3)
+	scale_args=(-s 1T,10T,100T -n 3 -r 5)
 fi
 raw_cases=rr4k-qd1,rw4k-qd1,rr4k-qd32,rw4k-qd32,rw2k-qd32,sr1m-qd8,sw1m-qd8
 raw_targets=raw-file,raw-loop,ext4,tmpfs,cfs-img,cfs-loop,cfs-ram
-all_cases="raw checkpoint fschoice openclose meta stats pgbench mariadb smallappend sqlite rocksdb"
+all_cases="raw checkpoint fschoice openclose meta stats pgbench mariadb smallappend sqlite rocksdb scale"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 for c in ${only//,/ }; do
 	[[ " $all_cases " == *" $c "* ]] || bench_die "unknown case '$c' (one of: $all_cases)"
@@ -117,6 +124,7 @@ if [ "$plan" = 1 ]; then
 	want smallappend && echo "smallappend: bench/smallappend.sh ${sa_args[*]}"
 	want sqlite && echo "sqlite: bench/sqlite.sh ${sq_args[*]}"
 	want rocksdb && echo "rocksdb: bench/rocksdb.sh ${rk_args[*]}"
+	want scale && echo "scale: bench/scale.sh ${scale_args[*]}"
 	exit 0
 fi
 
@@ -145,7 +153,7 @@ fi
 # copies: a rebuild in the tree during the run does not change what is measured
 bin=$work/bin
 mkdir -p "$bin"
-for b in chunkfs mkchunkfs bench/import_load bench/openclose bench/meta_bench bench/fuse_null; do
+for b in chunkfs mkchunkfs fsck.chunkfs bench/import_load bench/openclose bench/meta_bench bench/fuse_null; do
 	cp "$root/build/$BUILD/$b" "$bin/" || bench_die "build/$BUILD/$b missing (make bench-build)"
 done
 
@@ -350,6 +358,12 @@ case_mariadb() { db_case mariadb "${my_args[@]}"; }
 case_smallappend() { db_case smallappend "${sa_args[@]}"; }
 case_sqlite() { db_case sqlite "${sq_args[@]}"; }
 case_rocksdb() { db_case rocksdb "${rk_args[@]}"; }
+
+# ---- large stores ------------------------------------------------------------------------------
+case_scale() {
+	CFS_BIN=$bin bench_run "$root/bench/scale.sh" "${scale_args[@]}" -d "$work" \
+		-o "$resdir/scale.csv" >"$resdir/scale.txt" 2>"$resdir/scale.log"
+}
 
 for c in $all_cases; do
 	want "$c" && timed "$c" "case_$c"
