@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "fs/base/hash.h"
 #include "mkchunkfs/fsck.h"
 
 /* Mirrors of the daemon's limits (fs/meta/namespace.h, fs/meta/journal.c); fsck does
@@ -57,98 +58,8 @@
 #define P_XATTR_RM 16u
 #define P_PLACE 32u
 
-/* ---- a small chained hash table ------------------------------------------ */
-
-struct hnode {
-	struct hnode *next;
-	uint64_t key;
-};
-
-struct htab {
-	struct hnode **bucket;
-	size_t mask; /* buckets - 1 (a power of two) */
-	size_t count;
-};
-
-static int htab_init(struct htab *t)
-{
-	t->mask = 1023;
-	t->count = 0;
-	t->bucket = calloc(t->mask + 1, sizeof(*t->bucket));
-	return t->bucket ? 0 : -ENOMEM;
-}
-
-static size_t slot_of(const struct htab *t, uint64_t key)
-{
-	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & t->mask;
-}
-
-/* Keep chains short: double when the load passes 1 (a limit on work per
- * lookup, not on entries). Failure to grow is harmless. */
-static void htab_grow(struct htab *t)
-{
-	size_t old = t->mask + 1;
-	struct hnode **b;
-
-	if (t->count < old)
-		return;
-	b = calloc(old * 2, sizeof(*b));
-	if (!b)
-		return;
-	struct htab n = {b, old * 2 - 1, t->count};
-
-	for (size_t i = 0; i < old; i++) {
-		while (t->bucket[i]) {
-			struct hnode *h = t->bucket[i];
-			size_t s = slot_of(&n, h->key);
-
-			t->bucket[i] = h->next;
-			h->next = b[s];
-			b[s] = h;
-		}
-	}
-	free(t->bucket);
-	*t = n;
-}
-
-static void htab_insert(struct htab *t, struct hnode *h)
-{
-	size_t s;
-
-	htab_grow(t);
-	s = slot_of(t, h->key);
-	h->next = t->bucket[s];
-	t->bucket[s] = h;
-	t->count++;
-}
-
-static void htab_remove(struct htab *t, struct hnode *h)
-{
-	struct hnode **p = &t->bucket[slot_of(t, h->key)];
-
-	while (*p && *p != h)
-		p = &(*p)->next;
-	if (*p) {
-		*p = h->next;
-		t->count--;
-	}
-}
-
-static struct hnode *htab_first(const struct htab *t, uint64_t key)
-{
-	struct hnode *h = t->bucket[slot_of(t, key)];
-
-	while (h && h->key != key)
-		h = h->next;
-	return h;
-}
-
-static struct hnode *htab_next(struct hnode *h, uint64_t key)
-{
-	for (h = h->next; h && h->key != key; h = h->next)
-		;
-	return h;
-}
+/* The tables start at 1024 buckets and double as they fill (fs/base/hash.h). */
+#define TABLE_BITS 10
 
 /* ---- the objects ------------------------------------------------------------ */
 
@@ -167,7 +78,7 @@ struct mrun {
 };
 
 struct minode {
-	struct hnode h; /* key: ino */
+	struct cfs_hlink link; /* hash: ino */
 	uint64_t ino;
 	uint64_t generation;
 	uint32_t mode;
@@ -185,7 +96,7 @@ struct minode {
 };
 
 struct mdirent {
-	struct hnode h; /* key: XXH3(name, seed dir) */
+	struct cfs_hlink link; /* hash: XXH3(name, seed dir) */
 	uint64_t dir;
 	uint64_t ino;
 	uint64_t cookie;
@@ -198,8 +109,8 @@ struct fsck_model {
 	struct fsck_geom g;
 	uint32_t sectors_per_unit;
 	struct fsck_report *r;
-	struct htab inodes;
-	struct htab dirents;
+	struct cfs_htable inodes;
+	struct cfs_htable dirents;
 	bool in_snapshot;
 	uint64_t seq; /* of the record being applied, for messages */
 	/* the log's open transaction: [type u16][pad u16][len u32][payload] */
@@ -228,9 +139,9 @@ static uint64_t get64(const uint8_t *p)
 
 static struct minode *inode_find(struct fsck_model *m, uint64_t ino)
 {
-	struct hnode *h = htab_first(&m->inodes, ino);
+	struct cfs_hlink *link = cfs_htable_find(&m->inodes, ino);
 
-	return h ? (struct minode *)h : NULL;
+	return link ? cfs_container_of(link, struct minode, link) : NULL;
 }
 
 static struct mdirent *dirent_find(struct fsck_model *m, uint64_t dir, const char *name,
@@ -238,8 +149,9 @@ static struct mdirent *dirent_find(struct fsck_model *m, uint64_t dir, const cha
 {
 	uint64_t key = name_key(dir, name, length);
 
-	for (struct hnode *h = htab_first(&m->dirents, key); h; h = htab_next(h, key)) {
-		struct mdirent *d = (struct mdirent *)h;
+	for (struct cfs_hlink *link = cfs_htable_find(&m->dirents, key); link;
+	     link = cfs_htable_find_next(link)) {
+		struct mdirent *d = cfs_container_of(link, struct mdirent, link);
 
 		if (d->dir == dir && d->name_length == length && !memcmp(d->name, name, length))
 			return d;
@@ -259,7 +171,7 @@ static void runs_free(struct minode *in)
 static void inode_drop(struct fsck_model *m, struct minode *in)
 {
 	runs_free(in);
-	htab_remove(&m->inodes, &in->h);
+	cfs_htable_remove(&m->inodes, &in->link);
 	free(in);
 }
 
@@ -311,9 +223,8 @@ static int apply_inode(struct fsck_model *m, const uint8_t *p, uint32_t n)
 		in = calloc(1, sizeof(*in));
 		if (!in)
 			return -ENOMEM;
-		in->h.key = ino;
 		in->ino = ino;
-		htab_insert(&m->inodes, &in->h);
+		cfs_htable_insert(&m->inodes, &in->link, ino);
 	}
 	in->generation = get64(p + 8);
 	in->mode = mode;
@@ -341,7 +252,7 @@ static int set_entry(struct fsck_model *m, uint64_t dir_ino, const char *name, u
 		bad_record(m, "directory entry with an invalid name");
 	d = dirent_find(m, dir_ino, name, length);
 	if (d) {
-		htab_remove(&m->dirents, &d->h);
+		cfs_htable_remove(&m->dirents, &d->link);
 		free(d);
 	}
 	child = inode_find(m, ino);
@@ -350,14 +261,13 @@ static int set_entry(struct fsck_model *m, uint64_t dir_ino, const char *name, u
 	d = malloc(sizeof(*d) + length);
 	if (!d)
 		return -ENOMEM;
-	d->h.key = name_key(dir_ino, name, length);
 	d->dir = dir_ino;
 	d->ino = ino;
 	d->cookie = cookie;
 	d->mode = mode;
 	d->name_length = length;
 	memcpy(d->name, name, length);
-	htab_insert(&m->dirents, &d->h);
+	cfs_htable_insert(&m->dirents, &d->link, name_key(dir_ino, name, length));
 	return 0;
 }
 
@@ -366,7 +276,7 @@ static void remove_entry(struct fsck_model *m, uint64_t dir_ino, const char *nam
 	struct mdirent *d = dirent_find(m, dir_ino, name, length);
 
 	if (d) {
-		htab_remove(&m->dirents, &d->h);
+		cfs_htable_remove(&m->dirents, &d->link);
 		free(d);
 	}
 }
@@ -861,17 +771,18 @@ static int dirent_cmp(const void *a, const void *b)
 	return 0;
 }
 
-/* Every object of a table, as an array (caller frees). */
-static struct hnode **table_list(const struct htab *t)
+/* Every object of a table, as an array (caller frees); link_offset is
+ * where the object holds its struct cfs_hlink. */
+static void **table_list(const struct cfs_htable *t, size_t link_offset)
 {
-	struct hnode **list = malloc((t->count + 1) * sizeof(*list));
+	void **list = malloc((t->count + 1) * sizeof(*list));
 	size_t n = 0;
 
 	if (!list)
 		return NULL;
-	for (size_t i = 0; i <= t->mask; i++)
-		for (struct hnode *h = t->bucket[i]; h; h = h->next)
-			list[n++] = h;
+	for (struct cfs_hlink *link = cfs_htable_next(t, NULL); link;
+	     link = cfs_htable_next(t, link))
+		list[n++] = (char *)link - link_offset;
 	return list;
 }
 
@@ -1078,8 +989,10 @@ static void check_links(struct fsck_model *m, struct minode *in)
 
 int fsck_model_check(struct fsck_model *m)
 {
-	struct minode **inodes = (struct minode **)table_list(&m->inodes);
-	struct mdirent **ents = (struct mdirent **)table_list(&m->dirents);
+	struct minode **inodes =
+		(struct minode **)table_list(&m->inodes, offsetof(struct minode, link));
+	struct mdirent **ents =
+		(struct mdirent **)table_list(&m->dirents, offsetof(struct mdirent, link));
 	size_t ni = m->inodes.count, nd = m->dirents.count;
 	struct minode *root = inode_find(m, M_ROOT_INO);
 	int ret = -ENOMEM;
@@ -1168,7 +1081,7 @@ int fsck_model_create(const struct fsck_geom *geom, struct fsck_report *report,
 	m->g = *geom;
 	m->r = report;
 	m->sectors_per_unit = geom->unit_bytes / geom->sector_bytes;
-	if (htab_init(&m->inodes) || htab_init(&m->dirents)) {
+	if (cfs_htable_init(&m->inodes, TABLE_BITS) || cfs_htable_init(&m->dirents, TABLE_BITS)) {
 		fsck_model_destroy(m);
 		return -ENOMEM;
 	}
@@ -1176,17 +1089,18 @@ int fsck_model_create(const struct fsck_geom *geom, struct fsck_report *report,
 	return 0;
 }
 
-static void free_table(struct htab *t)
+/* Free every object of a table (see table_list) and the table. */
+static void free_table(struct cfs_htable *t, size_t link_offset)
 {
-	for (size_t i = 0; t->bucket && i <= t->mask; i++) {
-		while (t->bucket[i]) {
-			struct hnode *h = t->bucket[i];
+	struct cfs_hlink *link = t->buckets ? cfs_htable_next(t, NULL) : NULL;
 
-			t->bucket[i] = h->next;
-			free(h);
-		}
+	while (link) {
+		struct cfs_hlink *next = cfs_htable_next(t, link);
+
+		free((char *)link - link_offset);
+		link = next;
 	}
-	free(t->bucket);
+	cfs_htable_fini(t);
 }
 
 void fsck_model_destroy(struct fsck_model *m)
@@ -1194,11 +1108,11 @@ void fsck_model_destroy(struct fsck_model *m)
 	if (!m)
 		return;
 	/* Inodes own their runs and those their bitmaps. */
-	for (size_t i = 0; m->inodes.bucket && i <= m->inodes.mask; i++)
-		for (struct hnode *h = m->inodes.bucket[i]; h; h = h->next)
-			runs_free((struct minode *)h);
-	free_table(&m->inodes);
-	free_table(&m->dirents);
+	for (struct cfs_hlink *link = m->inodes.buckets ? cfs_htable_next(&m->inodes, NULL) : NULL;
+	     link; link = cfs_htable_next(&m->inodes, link))
+		runs_free(cfs_container_of(link, struct minode, link));
+	free_table(&m->inodes, offsetof(struct minode, link));
+	free_table(&m->dirents, offsetof(struct mdirent, link));
 	free(m->txn);
 	free(m);
 }
