@@ -27,6 +27,7 @@
 #include <xxhash.h>
 
 #include "fs/base/assert.h"
+#include "fs/base/hex.h"
 #include "fs/format/format.h"
 #include "fs/format/format_check.h"
 
@@ -1028,17 +1029,6 @@ void cfs_uuid_unparse(const uint8_t uuid[CFS_UUID_BYTES], char out[CFS_UUID_STR_
 	CFS_ASSERT(o == CFS_UUID_STR_BYTES - 1);
 }
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int cfs_uuid_parse(const char *s, uint8_t uuid[CFS_UUID_BYTES])
 {
 	uint8_t tmp[CFS_UUID_BYTES];
@@ -1051,11 +1041,11 @@ int cfs_uuid_parse(const char *s, uint8_t uuid[CFS_UUID_BYTES])
 				return -EINVAL;
 			continue;
 		}
-		hi = hex_value(s[i]);
+		hi = cfs_hex_value(s[i]);
 		if (hi < 0)
 			return -EINVAL;
 		i++;
-		lo = hex_value(s[i]);
+		lo = cfs_hex_value(s[i]);
 		if (lo < 0)
 			return -EINVAL;
 		tmp[o++] = (uint8_t)(hi << 4 | lo);

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "fs/base/counter.h"
+#include "fs/base/hex.h"
 #include "fs/stats/chunkstat.h"
 
 static uint64_t realtime_ns(void)
@@ -906,17 +907,6 @@ void cfs_cs_hist_delta(const struct cfs_latency_hist *after, const struct cfs_la
 	}
 }
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 bool cfs_cs_line_get(const char *line, const char *key, char *out, size_t out_size)
 {
 	size_t key_length = strlen(key);
@@ -929,8 +919,9 @@ bool cfs_cs_line_get(const char *line, const char *key, char *out, size_t out_si
 			for (p += key_length + 1; *p && *p != ' '; p++) {
 				char c = *p;
 
-				if (c == '%' && hex_value(p[1]) >= 0 && hex_value(p[2]) >= 0) {
-					c = (char)(hex_value(p[1]) << 4 | hex_value(p[2]));
+				if (c == '%' && cfs_hex_value(p[1]) >= 0 &&
+				    cfs_hex_value(p[2]) >= 0) {
+					c = (char)(cfs_hex_value(p[1]) << 4 | cfs_hex_value(p[2]));
 					p += 2;
 				}
 				if (n + 1 >= out_size)
