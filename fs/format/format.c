@@ -247,27 +247,54 @@ void cfs_sb_init_defaults(struct cfs_sb *sb)
 	sb->log_seq_start = CFS_LOG_SEQ_FIRST;
 }
 
+/* What every layout checks first, after putting in the defaults for a block
+ * size or unit of 0: the sectors, the block size and unit, the minimum size. */
+static int layout_check(const struct cfs_sb *sb, uint64_t store_size_bytes,
+			uint32_t *block_size_bytes, uint32_t *alloc_unit_bytes, const char **why)
+{
+	int ret;
+
+	if (!*block_size_bytes)
+		*block_size_bytes = CFS_BLOCK_SIZE_DEFAULT;
+	if (!*alloc_unit_bytes)
+		*alloc_unit_bytes = CFS_ALLOC_UNIT_DEFAULT;
+	ret = validate_sectors(sb->logical_sector_bytes, sb->physical_sector_bytes, why, -EINVAL);
+	if (ret)
+		return ret;
+	ret = validate_block_and_unit(*block_size_bytes, *alloc_unit_bytes,
+				      sb->logical_sector_bytes, why, -EINVAL);
+	if (ret)
+		return ret;
+	if (store_size_bytes < CFS_STORE_MIN_BYTES)
+		return fail(why, "store too small: chunkfs needs at least 16 MiB", -EINVAL);
+	return 0;
+}
+
+/* The geometry of a checked layout; the data region is the whole units from
+ * data_offset to the end of the store. */
+static void layout_set(struct cfs_sb *sb, uint64_t store_size_bytes, uint32_t block_size_bytes,
+		       uint32_t alloc_unit_bytes, uint64_t meta_offset, uint64_t meta_size_bytes,
+		       uint64_t data_offset)
+{
+	sb->block_size_bytes = block_size_bytes;
+	sb->alloc_unit_bytes = alloc_unit_bytes;
+	sb->store_size_bytes = store_size_bytes;
+	sb->meta_offset_bytes = meta_offset;
+	sb->meta_size_bytes = meta_size_bytes;
+	sb->data_offset_bytes = data_offset;
+	sb->data_unit_count = (store_size_bytes - data_offset) / alloc_unit_bytes;
+	sb->data_size_bytes = sb->data_unit_count * alloc_unit_bytes;
+}
+
 int cfs_sb_layout(struct cfs_sb *sb, uint64_t store_size_bytes, uint32_t block_size_bytes,
 		  uint32_t alloc_unit_bytes, uint64_t meta_size_bytes, const char **why)
 {
 	uint64_t au, meta_offset, data_offset;
 	int ret;
 
-	if (!block_size_bytes)
-		block_size_bytes = CFS_BLOCK_SIZE_DEFAULT;
-	if (!alloc_unit_bytes)
-		alloc_unit_bytes = CFS_ALLOC_UNIT_DEFAULT;
-
-	ret = validate_sectors(sb->logical_sector_bytes, sb->physical_sector_bytes, why, -EINVAL);
+	ret = layout_check(sb, store_size_bytes, &block_size_bytes, &alloc_unit_bytes, why);
 	if (ret)
 		return ret;
-	ret = validate_block_and_unit(block_size_bytes, alloc_unit_bytes, sb->logical_sector_bytes,
-				      why, -EINVAL);
-	if (ret)
-		return ret;
-	if (store_size_bytes < CFS_STORE_MIN_BYTES)
-		return fail(why, "store too small: chunkfs needs at least 16 MiB", -EINVAL);
-
 	au = alloc_unit_bytes;
 	if (!meta_size_bytes) {
 		meta_size_bytes = store_size_bytes / 100 * CFS_META_DEFAULT_PERCENT;
@@ -290,14 +317,8 @@ int cfs_sb_layout(struct cfs_sb *sb, uint64_t store_size_bytes, uint32_t block_s
 			"store too small for the superblocks, the metadata region and one allocation unit",
 			-EINVAL);
 
-	sb->block_size_bytes = block_size_bytes;
-	sb->alloc_unit_bytes = alloc_unit_bytes;
-	sb->store_size_bytes = store_size_bytes;
-	sb->meta_offset_bytes = meta_offset;
-	sb->meta_size_bytes = meta_size_bytes;
-	sb->data_offset_bytes = data_offset;
-	sb->data_unit_count = (store_size_bytes - data_offset) / au;
-	sb->data_size_bytes = sb->data_unit_count * au;
+	layout_set(sb, store_size_bytes, block_size_bytes, alloc_unit_bytes, meta_offset,
+		   meta_size_bytes, data_offset);
 
 	/* Pair assertion: what layout produces, decode must accept. */
 	CFS_ASSERT(validate_geometry(sb, NULL) == 0);
@@ -310,34 +331,19 @@ int cfs_sb_layout_data_store(struct cfs_sb *sb, uint64_t store_size_bytes,
 	uint64_t au, data_offset;
 	int ret;
 
-	if (!block_size_bytes)
-		block_size_bytes = CFS_BLOCK_SIZE_DEFAULT;
-	if (!alloc_unit_bytes)
-		alloc_unit_bytes = CFS_ALLOC_UNIT_DEFAULT;
-	ret = validate_sectors(sb->logical_sector_bytes, sb->physical_sector_bytes, why, -EINVAL);
+	ret = layout_check(sb, store_size_bytes, &block_size_bytes, &alloc_unit_bytes, why);
 	if (ret)
 		return ret;
-	ret = validate_block_and_unit(block_size_bytes, alloc_unit_bytes, sb->logical_sector_bytes,
-				      why, -EINVAL);
-	if (ret)
-		return ret;
-	if (store_size_bytes < CFS_STORE_MIN_BYTES)
-		return fail(why, "store too small: chunkfs needs at least 16 MiB", -EINVAL);
 	au = alloc_unit_bytes;
 	data_offset = round_up(CFS_SB_AREA_BYTES, au);
 	if (store_size_bytes - data_offset < au)
 		return fail(why, "store too small for the superblocks and one allocation unit",
 			    -EINVAL);
-	sb->block_size_bytes = block_size_bytes;
-	sb->alloc_unit_bytes = alloc_unit_bytes;
-	sb->store_size_bytes = store_size_bytes;
-	sb->meta_offset_bytes = data_offset;
-	sb->meta_size_bytes = 0;
+	/* No metadata region: it is empty at the data region's start. */
+	layout_set(sb, store_size_bytes, block_size_bytes, alloc_unit_bytes, data_offset, 0,
+		   data_offset);
 	sb->meta_active_half = 0;
 	sb->meta_snap_length_bytes = 0;
-	sb->data_offset_bytes = data_offset;
-	sb->data_unit_count = (store_size_bytes - data_offset) / au;
-	sb->data_size_bytes = sb->data_unit_count * au;
 	return 0;
 }
 
