@@ -93,11 +93,15 @@ static blkid_probe probe_new(const struct cfs_mkfs_target *t)
 	return pr;
 }
 
-static int find_blkid(const struct cfs_mkfs_target *t, struct found_list *l, bool *pt)
+/* visit(pr, arg) for each signature blkid finds on t (partition tables
+ * included), in turn; a visit may erase the one it is shown (blkid_do_wipe()
+ * steps the probe back, so the next visit sees what it was hiding). 0, the
+ * first visit's nonzero return, or -ENOMEM / -EIO (said). */
+static int each_signature(const struct cfs_mkfs_target *t, int (*visit)(blkid_probe pr, void *arg),
+			  void *arg)
 {
-	const char *type, *label, *usage, *pttype;
 	blkid_probe pr;
-	int rc;
+	int rc, ret = 0;
 
 	pr = probe_new(t);
 	if (!pr) {
@@ -105,27 +109,48 @@ static int find_blkid(const struct cfs_mkfs_target *t, struct found_list *l, boo
 		return -ENOMEM;
 	}
 	/* blkid_do_probe() returns each signature in turn (0), then 1. */
-	while ((rc = blkid_do_probe(pr)) == 0) {
-		type = label = usage = pttype = NULL;
-		if (blkid_probe_lookup_value(pr, "TYPE", &type, NULL) == 0) {
-			blkid_probe_lookup_value(pr, "LABEL", &label, NULL);
-			blkid_probe_lookup_value(pr, "USAGE", &usage, NULL);
-			if (label && *label)
-				list_add(l, "%s %s %s (label \"%s\")", article(type), type,
-					 usage_noun(usage), label);
-			else
-				list_add(l, "%s %s %s", article(type), type, usage_noun(usage));
-		} else if (blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL) == 0) {
-			list_add(l, "%s %s partition table", article(pttype), pttype);
-			*pt = true;
-		}
-	}
+	while (!ret && (rc = blkid_do_probe(pr)) == 0)
+		ret = visit(pr, arg);
 	blkid_free_probe(pr);
+	if (ret)
+		return ret;
 	if (rc < 0) {
 		cfs_mkfs_error("%s: blkid cannot read the existing signatures", t->path);
 		return -EIO;
 	}
 	return 0;
+}
+
+struct found_blkid {
+	struct found_list *l;
+	bool *partition_table;
+};
+
+static int add_found(blkid_probe pr, void *arg)
+{
+	struct found_blkid *f = arg;
+	const char *type = NULL, *label = NULL, *usage = NULL, *pttype = NULL;
+
+	if (blkid_probe_lookup_value(pr, "TYPE", &type, NULL) == 0) {
+		blkid_probe_lookup_value(pr, "LABEL", &label, NULL);
+		blkid_probe_lookup_value(pr, "USAGE", &usage, NULL);
+		if (label && *label)
+			list_add(f->l, "%s %s %s (label \"%s\")", article(type), type,
+				 usage_noun(usage), label);
+		else
+			list_add(f->l, "%s %s %s", article(type), type, usage_noun(usage));
+	} else if (blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL) == 0) {
+		list_add(f->l, "%s %s partition table", article(pttype), pttype);
+		*f->partition_table = true;
+	}
+	return 0;
+}
+
+static int find_blkid(const struct cfs_mkfs_target *t, struct found_list *l, bool *pt)
+{
+	struct found_blkid f = {l, pt};
+
+	return each_signature(t, add_found, &f);
 }
 
 int cfs_mkfs_read_slots(const struct cfs_mkfs_target *t, uint8_t slots[CFS_MKFS_SB_PAIR_BYTES])
@@ -224,35 +249,36 @@ int cfs_mkfs_signatures_find(const struct cfs_mkfs_target *t, struct cfs_mkfs_fo
 	return 0;
 }
 
-int cfs_mkfs_signatures_wipe(struct cfs_mkfs_target *t)
-{
-	bool wiped_pt = false;
-	const char *pttype;
-	blkid_probe pr;
-	int rc;
+struct wipe {
+	const char *path;
+	bool wiped_pt;
+};
 
-	pr = probe_new(t);
-	if (!pr) {
-		cfs_mkfs_error("%s: cannot start a blkid probe", t->path);
-		return -ENOMEM;
-	}
-	/* blkid_do_wipe() steps the probe back, so the loop sees whatever the
-	 * erased signature was hiding, until nothing is left. */
-	while ((rc = blkid_do_probe(pr)) == 0) {
-		if (blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL) == 0)
-			wiped_pt = true;
-		if (blkid_do_wipe(pr, 0) != 0) {
-			cfs_mkfs_error("%s: cannot erase an existing signature: %s", t->path,
-				       strerror(errno));
-			blkid_free_probe(pr);
-			return -EIO;
-		}
-	}
-	blkid_free_probe(pr);
-	if (rc < 0) {
-		cfs_mkfs_error("%s: blkid cannot read the existing signatures", t->path);
+/* Erase the signature shown; the loop then sees whatever it was hiding,
+ * until nothing is left. */
+static int wipe_one(blkid_probe pr, void *arg)
+{
+	struct wipe *w = arg;
+	const char *pttype;
+
+	if (blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL) == 0)
+		w->wiped_pt = true;
+	if (blkid_do_wipe(pr, 0) != 0) {
+		cfs_mkfs_error("%s: cannot erase an existing signature: %s", w->path,
+			       strerror(errno));
 		return -EIO;
 	}
+	return 0;
+}
+
+int cfs_mkfs_signatures_wipe(struct cfs_mkfs_target *t)
+{
+	struct wipe w = {t->path, false};
+	int ret;
+
+	ret = each_signature(t, wipe_one, &w);
+	if (ret)
+		return ret;
 	/* The erasures went through the page cache; make them durable before
 	 * the O_DIRECT writes begin, so a late writeback cannot land on top. */
 	if (fsync(t->fd) < 0) {
@@ -263,7 +289,7 @@ int cfs_mkfs_signatures_wipe(struct cfs_mkfs_target *t)
 	/* The kernel still shows the old partitions; ask it to reread the
 	 * (now empty) table. Fails harmlessly on devices without partitions
 	 * (a loop device without partscan) or with partitions in use. */
-	if (wiped_pt && t->is_block_device)
+	if (w.wiped_pt && t->is_block_device)
 		(void)ioctl(t->fd, BLKRRPART, NULL);
 	/* RBD: blkid erased them in the probe copy; now in the image. */
 	if (t->is_rbd)

@@ -192,6 +192,19 @@ static void encode_slot(struct wctx *c, struct cfs_sb *sb)
 	cfs_sb_encode(sb, c->sb_area + CFS_SB_SLOT_OFFSET_BYTES(cfs_sb_slot(sb->generation)));
 }
 
+/* sb into its generation's slot, the slots in mask written and flushed:
+ * each step of cfs_mkfs_write() is durable before the next begins. */
+static int put_superblock(struct wctx *c, struct cfs_sb *sb, unsigned mask)
+{
+	int ret;
+
+	encode_slot(c, sb);
+	ret = write_slots(c, mask);
+	if (ret < 0)
+		return ret;
+	return flush(c);
+}
+
 static int write_zeros(struct wctx *c, uint64_t offset, uint64_t length)
 {
 	size_t piece;
@@ -521,11 +534,7 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 	sb->flags = CFS_SB_INPROGRESS;
 	sb->generation = 0;
 	sb->ctime_ns = now_ns();
-	encode_slot(&c, sb);
-	ret = write_slots(&c, 3u);
-	if (ret < 0)
-		goto out_free_area;
-	ret = flush(&c);
+	ret = put_superblock(&c, sb, 3u);
 	if (ret < 0)
 		goto out_free_area;
 	cfs_mkfs_test_kill_point("inprogress");
@@ -560,21 +569,13 @@ int cfs_mkfs_write(struct cfs_mkfs_target *t, struct cfs_sb *sb,
 finish:
 	sb->flags = 0;
 	sb->generation = 1;
-	encode_slot(&c, sb);
-	ret = write_slots(&c, 1u << cfs_sb_slot(sb->generation));
-	if (ret < 0)
-		goto out_free_area;
-	ret = flush(&c);
+	ret = put_superblock(&c, sb, 1u << cfs_sb_slot(sb->generation));
 	if (ret < 0)
 		goto out_free_area;
 	cfs_mkfs_test_kill_point("slot1");
 
 	sb->generation = 2;
-	encode_slot(&c, sb);
-	ret = write_slots(&c, 1u << cfs_sb_slot(sb->generation));
-	if (ret < 0)
-		goto out_free_area;
-	ret = flush(&c);
+	ret = put_superblock(&c, sb, 1u << cfs_sb_slot(sb->generation));
 	if (ret < 0)
 		goto out_free_area;
 	if (t->created)
