@@ -571,3 +571,22 @@ int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes, ui
 	}
 	return wait.res;
 }
+
+int cfs_ioq_sync_range(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes,
+		       uint64_t length_bytes, void *buf)
+{
+	for (uint64_t done = 0; done < length_bytes;) {
+		uint32_t n = length_bytes - done > CFS_IO_LENGTH_MAX
+				     ? CFS_IO_LENGTH_MAX
+				     : (uint32_t)(length_bytes - done);
+		int ret = cfs_ioq_sync(q, op, offset_bytes + done, n,
+				       buf ? (uint8_t *)buf + done : NULL, NULL);
+
+		if (ret < 0)
+			return ret;
+		if ((uint32_t)ret != n)
+			return -EIO;
+		done += n;
+	}
+	return 0;
+}

@@ -351,6 +351,11 @@ unsigned cfs_ioq_inflight(const struct cfs_ioq *q);
  * thread that reaps q, never from inside a done(). */
 int cfs_ioq_sync(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes, uint32_t length_bytes,
 		 void *buf, struct cfs_io_stats *stats);
+/* cfs_ioq_sync() of a range of any length, in requests of at most
+ * CFS_IO_LENGTH_MAX (buf NULL for ops without data). 0, or -errno of the
+ * first request that failed (-EIO if one moved fewer bytes). */
+int cfs_ioq_sync_range(struct cfs_ioq *q, enum cfs_io_op op, uint64_t offset_bytes,
+		       uint64_t length_bytes, void *buf);
 
 /* ---- buffers ----------------------------------------------------------- */
 

@@ -240,16 +240,7 @@ static void *buf_alloc(const struct fsck *c, uint64_t bytes)
 /* Read or write [offset, +length): both sector multiples. */
 static int store_io(struct fsck *c, enum cfs_io_op op, uint64_t offset, void *buf, uint64_t length)
 {
-	for (uint64_t done = 0; done < length;) {
-		uint32_t n = length - done > CFS_IO_LENGTH_MAX ? CFS_IO_LENGTH_MAX
-							       : (uint32_t)(length - done);
-		int ret = cfs_ioq_sync(c->q, op, offset + done, n, (uint8_t *)buf + done, NULL);
-
-		if (ret < 0)
-			return ret;
-		done += n;
-	}
-	return 0;
+	return cfs_ioq_sync_range(c->q, op, offset, length, buf);
 }
 
 static uint64_t round_up(uint64_t v, uint64_t to)

@@ -263,25 +263,9 @@ static void rbd_log(void *arg, const char *line)
 	cfs_mkfs_error("%s", line);
 }
 
-/* READ or WRITE in requests iopath takes (at most CFS_IO_LENGTH_MAX). */
-static int rbd_io(const struct cfs_mkfs_target *t, enum cfs_io_op op, void *buf, uint64_t length,
-		  uint64_t offset)
-{
-	for (uint64_t done = 0; done < length;) {
-		uint32_t n = length - done > CFS_IO_LENGTH_MAX ? CFS_IO_LENGTH_MAX
-							       : (uint32_t)(length - done);
-		int ret = cfs_ioq_sync(t->q, op, offset + done, n, (uint8_t *)buf + done, NULL);
-
-		if (ret < 0)
-			return ret;
-		done += n;
-	}
-	return 0;
-}
-
 int cfs_mkfs_rbd_write(struct cfs_mkfs_target *t, const void *buf, uint64_t length, uint64_t offset)
 {
-	int ret = rbd_io(t, CFS_IO_WRITE, (void *)buf, length, offset);
+	int ret = cfs_ioq_sync_range(t->q, CFS_IO_WRITE, offset, length, (void *)buf);
 
 	if (ret < 0)
 		cfs_mkfs_error("%s: write of %llu bytes at offset %llu failed: %s", t->path,
@@ -292,7 +276,7 @@ int cfs_mkfs_rbd_write(struct cfs_mkfs_target *t, const void *buf, uint64_t leng
 
 int cfs_mkfs_rbd_read(const struct cfs_mkfs_target *t, void *buf, uint64_t length, uint64_t offset)
 {
-	return rbd_io(t, CFS_IO_READ, buf, length, offset);
+	return cfs_ioq_sync_range(t->q, CFS_IO_READ, offset, length, buf);
 }
 
 int cfs_mkfs_rbd_flush(struct cfs_mkfs_target *t)

@@ -673,28 +673,11 @@ static int io_buf_reserve(struct cfs_journal *j, size_t bytes)
 	return 0;
 }
 
-/* Synchronous I/O of [offset, +length) in pieces of at most
- * CFS_JOURNAL_IO_BYTES. 0 or -errno. */
+/* Synchronous I/O of [offset, +length) on the metadata queue. 0 or -errno. */
 static int meta_io(struct cfs_fs *fs, enum cfs_io_op op, uint64_t offset_bytes, void *buf,
 		   uint64_t length_bytes)
 {
-	uint64_t done = 0;
-
-	while (done < length_bytes) {
-		uint64_t n = length_bytes - done;
-		int ret;
-
-		if (n > CFS_JOURNAL_IO_BYTES)
-			n = CFS_JOURNAL_IO_BYTES;
-		ret = cfs_ioq_sync(fs->meta_q, op, offset_bytes + done, (uint32_t)n,
-				   buf ? (uint8_t *)buf + done : NULL, NULL);
-		if (ret < 0)
-			return ret;
-		if ((uint64_t)ret != n)
-			return -EIO;
-		done += n;
-	}
-	return 0;
+	return cfs_ioq_sync_range(fs->meta_q, op, offset_bytes, length_bytes, buf);
 }
 
 static int meta_flush(struct cfs_fs *fs)

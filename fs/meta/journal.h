@@ -58,8 +58,6 @@ struct cfs_snap_builder;
  * locks there). */
 #define CFS_TAIL_WAKE_BYTES (1u << 20)
 #define CFS_TAIL_LIMIT_BYTES (64u << 20)
-/* Largest single metadata write (iopath's request limit). */
-#define CFS_JOURNAL_IO_BYTES (1u << 20)
 
 /* Record header flags (struct cfs_log_record.flags). */
 #define CFS_JREC_MORE 0x0001u /* the transaction continues */

@@ -229,6 +229,36 @@ Test(ram, out_of_range_refused)
 	cfs_io_close(io);
 }
 
+/* A range longer than one request goes in pieces: every byte lands, the
+ * whole range reads back, ZERO without a buffer clears it all, and a range
+ * past the end fails without writing beyond. */
+Test(ram, sync_range_splits_long_ranges)
+{
+	const uint64_t length = 3 * MIB + 512 * 1024; /* four requests, the last a half */
+	struct cfs_io *io = open_ram(8 * MIB, 4096, 0);
+	struct cfs_ioq *q = t_ioq_new(io, 8);
+	uint8_t *w = xalloc(length, 4096), *r = xalloc(length, 4096);
+
+	fill(w, length, 11);
+	cr_assert_eq(cfs_ioq_sync_range(q, CFS_IO_WRITE, MIB, length, w), 0);
+	memset(r, 0xee, length);
+	cr_assert_eq(cfs_ioq_sync_range(q, CFS_IO_READ, MIB, length, r), 0);
+	cr_assert_eq(memcmp(w, r, length), 0);
+	/* Piece by piece it is the same data as one request would see. */
+	cr_assert_eq(cfs_ioq_sync(q, CFS_IO_READ, MIB + 3 * MIB, 512 * 1024, r, NULL), 512 * 1024);
+	cr_assert_eq(memcmp(r, w + 3 * MIB, 512 * 1024), 0);
+	cr_assert_eq(cfs_ioq_sync_range(q, CFS_IO_ZERO, MIB, length, NULL), 0);
+	cr_assert_eq(cfs_ioq_sync_range(q, CFS_IO_READ, MIB, length, r), 0);
+	for (uint64_t i = 0; i < length; i++)
+		cr_assert_eq(r[i], 0, "byte %llu", (unsigned long long)i);
+	cr_assert_eq(cfs_ioq_sync_range(q, CFS_IO_WRITE, 6 * MIB, 3 * MIB, w), -EINVAL);
+	cr_assert_eq(cfs_ioq_sync_range(q, CFS_IO_READ, 0, 0, r), 0, "nothing to do");
+	free(w);
+	free(r);
+	cfs_ioq_destroy(q);
+	cfs_io_close(io);
+}
+
 static long rss_bytes(void)
 {
 	long pages_total, pages_rss;
