@@ -65,117 +65,271 @@ static inline uint64_t get64(const uint8_t *p)
 	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-#define INODE_FIXED 88u
-#define DIRENT_FIXED 32u
-#define DIRENT_RM_FIXED 16u
-#define RENAME_FIXED 72u
-#define EXTENT_BYTES 32u
-#define WRITTEN_FIXED 40u
-#define XATTR_FIXED 24u
-#define XATTR_RM_FIXED 16u
-#define FS_INFO_BYTES 16u
-#define PLACE_BYTES 32u
+#define INODE_DELETE_BYTES 16u
 
 #define WRITTEN_F_BITS 0x1u /* a bitmap follows */
+#define WRITTEN_FLAGS_AT 36u
 
-static uint32_t enc_fs_info(uint8_t *p, const struct cfs_jrec_fs_info *r)
+/* ---- payload layouts -------------------------------------------------------------------
+ * The fixed part of each payload (fs/format/FORMAT.md 5.3) as a table: where
+ * each field of the decoded struct (journal.h) lies, little-endian, as wide
+ * as the struct's field (checked at compile time). The encoders and replay
+ * both walk these tables, so the two cannot disagree. Bytes no field covers
+ * are reserved: written as zeros, not read. Names, targets, bitmaps and
+ * value pieces follow the fixed part. */
+
+struct field {
+	uint8_t at;	 /* byte offset in the payload */
+	uint8_t bytes;	 /* 4 or 8 */
+	uint16_t member; /* offsetof the decoded struct's field */
+};
+
+/* clang-format off */
+/* A field as wide in the payload as in the decoded struct, or no build. */
+#define FIELD(type, m, offset, width)						\
+	{(offset),								\
+	 (width) + 0 * sizeof(struct {						\
+		_Static_assert(sizeof(((type *)0)->m) == (width), "width of " #m); \
+		int unused;							\
+	 }),									\
+	 offsetof(type, m)}
+#define U32(type, m, offset) FIELD(type, m, offset, 4)
+#define U64(type, m, offset) FIELD(type, m, offset, 8)
+#define LAYOUT(fields, fixed_bytes) {(fields), sizeof(fields) / sizeof((fields)[0]), (fixed_bytes)}
+
+struct layout {
+	const struct field *fields;
+	uint32_t count;
+	uint32_t fixed_bytes;
+};
+
+/* 16 bytes. */
+static const struct field fs_info_fields[] = {
+	U64(struct cfs_jrec_fs_info, next_ino, 0),
+	U64(struct cfs_jrec_fs_info, next_generation, 8),
+};
+static const struct layout fs_info_layout = LAYOUT(fs_info_fields, 16u);
+
+/* 88 bytes; then the symlink target. */
+static const struct field inode_fields[] = {
+	U64(struct cfs_jrec_inode, ino, 0),
+	U64(struct cfs_jrec_inode, generation, 8),
+	U32(struct cfs_jrec_inode, mode, 16),
+	U32(struct cfs_jrec_inode, nlink, 20),
+	U32(struct cfs_jrec_inode, uid, 24),
+	U32(struct cfs_jrec_inode, gid, 28),
+	U64(struct cfs_jrec_inode, rdev, 32),
+	U64(struct cfs_jrec_inode, size_bytes, 40),
+	U64(struct cfs_jrec_inode, atime_ns, 48),
+	U64(struct cfs_jrec_inode, mtime_ns, 56),
+	U64(struct cfs_jrec_inode, ctime_ns, 64),
+	U32(struct cfs_jrec_inode, page_size_bytes, 72),
+	U32(struct cfs_jrec_inode, target_length, 76),
+	U64(struct cfs_jrec_inode, parent_ino, 80),
+};
+static const struct layout inode_layout = LAYOUT(inode_fields, 88u);
+
+/* 32 bytes. */
+static const struct field place_fields[] = {
+	U64(struct cfs_jrec_place, ino, 0),
+	U32(struct cfs_jrec_place, store, 8),
+	U32(struct cfs_jrec_place, from, 12),
+	U32(struct cfs_jrec_place, flags, 16),
+	U64(struct cfs_jrec_place, rate_bytes, 24),
+};
+static const struct layout place_layout = LAYOUT(place_fields, 32u);
+
+/* 32 bytes; DIRENT_ADD, then the name. */
+static const struct field dirent_fields[] = {
+	U64(struct cfs_jrec_dirent, dir_ino, 0),
+	U64(struct cfs_jrec_dirent, ino, 8),
+	U64(struct cfs_jrec_dirent, cookie, 16),
+	U32(struct cfs_jrec_dirent, mode, 24),
+	U32(struct cfs_jrec_dirent, name_length, 28),
+};
+static const struct layout dirent_layout = LAYOUT(dirent_fields, 32u);
+
+/* 16 bytes; then the name. */
+static const struct field dirent_remove_fields[] = {
+	U64(struct cfs_jrec_dirent, dir_ino, 0),
+	U32(struct cfs_jrec_dirent, name_length, 8),
+};
+static const struct layout dirent_remove_layout = LAYOUT(dirent_remove_fields, 16u);
+
+/* 72 bytes; then the source name and the destination name. */
+static const struct field rename_fields[] = {
+	U64(struct cfs_jrec_rename, src_dir, 0),
+	U64(struct cfs_jrec_rename, dst_dir, 8),
+	U64(struct cfs_jrec_rename, src_ino, 16),
+	U64(struct cfs_jrec_rename, dst_ino, 24),
+	U64(struct cfs_jrec_rename, src_cookie, 32),
+	U64(struct cfs_jrec_rename, dst_cookie, 40),
+	U32(struct cfs_jrec_rename, src_mode, 48),
+	U32(struct cfs_jrec_rename, dst_mode, 52),
+	U32(struct cfs_jrec_rename, flags, 56),
+	U32(struct cfs_jrec_rename, src_name_length, 60),
+	U32(struct cfs_jrec_rename, dst_name_length, 64),
+};
+static const struct layout rename_layout = LAYOUT(rename_fields, 72u);
+
+/* 32 bytes; EXTENT_MAP, EXTENT_UNMAP, EXTENT_WRITTEN_RUN. */
+static const struct field extent_fields[] = {
+	U64(struct cfs_jrec_extent, ino, 0),
+	U64(struct cfs_jrec_extent, file_unit, 8),
+	U64(struct cfs_jrec_extent, store_unit, 16),
+	U64(struct cfs_jrec_extent, count, 24),
+};
+static const struct layout extent_layout = LAYOUT(extent_fields, 32u);
+
+/* 40 bytes; flags at WRITTEN_FLAGS_AT: a bitmap follows. */
+static const struct field written_fields[] = {
+	U64(struct cfs_jrec_written, ino, 0),
+	U64(struct cfs_jrec_written, file_unit, 8),
+	U64(struct cfs_jrec_written, store_unit, 16),
+	U32(struct cfs_jrec_written, op, 24),
+	U32(struct cfs_jrec_written, first_sector, 28),
+	U32(struct cfs_jrec_written, sector_count, 32),
+};
+static const struct layout written_layout = LAYOUT(written_fields, 40u);
+
+/* 24 bytes; XATTR_SET, then the name and the value piece. */
+static const struct field xattr_fields[] = {
+	U64(struct cfs_jrec_xattr, ino, 0),
+	U32(struct cfs_jrec_xattr, name_length, 8),
+	U32(struct cfs_jrec_xattr, value_length, 12),
+	U32(struct cfs_jrec_xattr, offset, 16),
+	U32(struct cfs_jrec_xattr, chunk_length, 20),
+};
+static const struct layout xattr_layout = LAYOUT(xattr_fields, 24u);
+
+/* 16 bytes; then the name. */
+static const struct field xattr_remove_fields[] = {
+	U64(struct cfs_jrec_xattr, ino, 0),
+	U32(struct cfs_jrec_xattr, name_length, 8),
+};
+static const struct layout xattr_remove_layout = LAYOUT(xattr_remove_fields, 16u);
+/* clang-format on */
+
+/* The fixed part of rec's payload at p; returns its size. */
+static uint32_t encode_fixed(uint8_t *p, const struct layout *l, const void *rec)
 {
-	put64(p, r->next_ino);
-	put64(p + 8, r->next_generation);
-	return FS_INFO_BYTES;
+	memset(p, 0, l->fixed_bytes);
+	for (uint32_t i = 0; i < l->count; i++) {
+		const struct field *f = &l->fields[i];
+		const uint8_t *m = (const uint8_t *)rec + f->member;
+		uint64_t v64;
+		uint32_t v32;
+
+		if (f->bytes == 8) {
+			memcpy(&v64, m, 8);
+			put64(p + f->at, v64);
+		} else {
+			memcpy(&v32, m, 4);
+			put32(p + f->at, v32);
+		}
+	}
+	return l->fixed_bytes;
+}
+
+/* The fixed part of a payload of n bytes into rec; false when n is too
+ * short for it. */
+static bool decode_fixed(const uint8_t *p, uint32_t n, const struct layout *l, void *rec)
+{
+	if (n < l->fixed_bytes)
+		return false;
+	for (uint32_t i = 0; i < l->count; i++) {
+		const struct field *f = &l->fields[i];
+		uint8_t *m = (uint8_t *)rec + f->member;
+		uint64_t v64;
+		uint32_t v32;
+
+		if (f->bytes == 8) {
+			v64 = get64(p + f->at);
+			memcpy(m, &v64, 8);
+		} else {
+			v32 = get32(p + f->at);
+			memcpy(m, &v32, 4);
+		}
+	}
+	return true;
+}
+
+/* Fixed part, then each variable part in turn (length 0 for none). */
+static uint32_t encode(uint8_t *p, const struct layout *l, const void *rec, const void *var1,
+		       uint32_t var1_length, const void *var2, uint32_t var2_length)
+{
+	uint32_t at = encode_fixed(p, l, rec);
+
+	if (var1_length)
+		memcpy(p + at, var1, var1_length);
+	at += var1_length;
+	if (var2_length)
+		memcpy(p + at, var2, var2_length);
+	return at + var2_length;
 }
 
 static uint32_t enc_inode(uint8_t *p, const struct cfs_jrec_inode *r)
 {
-	put64(p, r->ino);
-	put64(p + 8, r->generation);
-	put32(p + 16, r->mode);
-	put32(p + 20, r->nlink);
-	put32(p + 24, r->uid);
-	put32(p + 28, r->gid);
-	put64(p + 32, r->rdev);
-	put64(p + 40, r->size_bytes);
-	put64(p + 48, (uint64_t)r->atime_ns);
-	put64(p + 56, (uint64_t)r->mtime_ns);
-	put64(p + 64, (uint64_t)r->ctime_ns);
-	put32(p + 72, r->page_size_bytes);
-	put32(p + 76, r->target_length);
-	put64(p + 80, r->parent_ino);
-	if (r->target_length)
-		memcpy(p + INODE_FIXED, r->target, r->target_length);
-	return INODE_FIXED + r->target_length;
-}
-
-static uint32_t enc_place(uint8_t *p, const struct cfs_jrec_place *r)
-{
-	put64(p, r->ino);
-	put32(p + 8, r->store);
-	put32(p + 12, r->from);
-	put32(p + 16, r->flags);
-	put32(p + 20, 0);
-	put64(p + 24, r->rate_bytes);
-	return PLACE_BYTES;
+	return encode(p, &inode_layout, r, r->target, r->target_length, NULL, 0);
 }
 
 static uint32_t enc_dirent_add(uint8_t *p, const struct cfs_jrec_dirent *r)
 {
-	put64(p, r->dir_ino);
-	put64(p + 8, r->ino);
-	put64(p + 16, r->cookie);
-	put32(p + 24, r->mode);
-	put32(p + 28, r->name_length);
-	memcpy(p + DIRENT_FIXED, r->name, r->name_length);
-	return DIRENT_FIXED + r->name_length;
+	return encode(p, &dirent_layout, r, r->name, r->name_length, NULL, 0);
 }
 
-static uint32_t enc_extent(uint8_t *p, const struct cfs_jrec_extent *r)
+static uint32_t written_bits_bytes(const struct cfs_jrec_written *r)
 {
-	put64(p, r->ino);
-	put64(p + 8, r->file_unit);
-	put64(p + 16, r->store_unit);
-	put64(p + 24, r->count);
-	return EXTENT_BYTES;
+	return r->bits ? (r->sector_count + 7) / 8 : 0;
 }
 
 static uint32_t enc_written(uint8_t *p, const struct cfs_jrec_written *r)
 {
-	uint32_t bits_bytes = r->bits ? (r->sector_count + 7) / 8 : 0;
+	uint32_t bytes = encode(p, &written_layout, r, r->bits, written_bits_bytes(r), NULL, 0);
 
-	put64(p, r->ino);
-	put64(p + 8, r->file_unit);
-	put64(p + 16, r->store_unit);
-	put32(p + 24, r->op);
-	put32(p + 28, r->first_sector);
-	put32(p + 32, r->sector_count);
-	put32(p + 36, r->bits ? WRITTEN_F_BITS : 0);
-	if (bits_bytes)
-		memcpy(p + WRITTEN_FIXED, r->bits, bits_bytes);
-	return WRITTEN_FIXED + bits_bytes;
+	put32(p + WRITTEN_FLAGS_AT, r->bits ? WRITTEN_F_BITS : 0);
+	return bytes;
 }
 
 static uint32_t enc_xattr(uint8_t *p, const struct cfs_jrec_xattr *r)
 {
-	put64(p, r->ino);
-	put32(p + 8, r->name_length);
-	put32(p + 12, r->value_length);
-	put32(p + 16, r->offset);
-	put32(p + 20, r->chunk_length);
-	memcpy(p + XATTR_FIXED, r->name, r->name_length);
-	if (r->chunk_length)
-		memcpy(p + XATTR_FIXED + r->name_length, r->chunk, r->chunk_length);
-	return XATTR_FIXED + r->name_length + r->chunk_length;
+	return encode(p, &xattr_layout, r, r->name, r->name_length, r->chunk, r->chunk_length);
 }
 
-/* INODE_DELETE, DIRENT_REMOVE and XATTR_REMOVE share: id u64, length u32,
- * reserved u32, name. */
-static uint32_t enc_id_name(uint8_t *p, uint64_t id, const char *name, uint32_t length)
+/* The piece of a written-state change that starts `done` sectors in: the
+ * whole change without a bitmap, else at most CFS_JREC_WRITTEN_SECTORS
+ * (a multiple of 8: pieces start on bytes of the bitmap). */
+static struct cfs_jrec_written written_piece(const struct cfs_jrec_written *r, uint32_t done)
 {
-	put64(p, id);
-	put32(p + 8, length);
-	put32(p + 12, 0);
-	if (length)
-		memcpy(p + 16, name, length);
-	return 16 + length;
+	struct cfs_jrec_written piece = *r;
+	uint32_t n = r->sector_count - done;
+
+	if (r->bits && n > CFS_JREC_WRITTEN_SECTORS)
+		n = CFS_JREC_WRITTEN_SECTORS;
+	piece.first_sector = r->first_sector + done;
+	piece.sector_count = n;
+	piece.bits = r->bits ? r->bits + done / 8 : NULL;
+	return piece;
+}
+
+/* The XATTR_SET record of a value's piece from offset on (at most
+ * CFS_JREC_XATTR_CHUNK bytes). */
+static struct cfs_jrec_xattr xattr_piece(uint64_t ino, const char *name, uint32_t name_length,
+					 const void *value, uint32_t value_length, uint32_t offset)
+{
+	uint32_t n = value_length - offset;
+
+	if (n > CFS_JREC_XATTR_CHUNK)
+		n = CFS_JREC_XATTR_CHUNK;
+	return (struct cfs_jrec_xattr){
+		.ino = ino,
+		.name_length = name_length,
+		.value_length = value_length,
+		.offset = offset,
+		.chunk_length = n,
+		.name = name,
+		.chunk = (const uint8_t *)value + offset,
+	};
 }
 
 /* ---- the journal object --------------------------------------------------------------- */
@@ -289,10 +443,10 @@ static uint8_t *txn_reserve(struct cfs_txn *txn, uint16_t type, uint32_t payload
 
 void cfs_txn_fs_info(struct cfs_txn *txn, const struct cfs_jrec_fs_info *rec)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_FS_INFO, FS_INFO_BYTES);
+	uint8_t *p = txn_reserve(txn, CFS_LOG_FS_INFO, fs_info_layout.fixed_bytes);
 
 	if (p)
-		enc_fs_info(p, rec);
+		encode_fixed(p, &fs_info_layout, rec);
 }
 
 void cfs_txn_inode(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_inode *rec)
@@ -300,30 +454,33 @@ void cfs_txn_inode(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ino
 	uint8_t *p;
 
 	CFS_ASSERT(type == CFS_LOG_INODE_CREATE || type == CFS_LOG_INODE_UPDATE);
-	p = txn_reserve(txn, type, INODE_FIXED + rec->target_length);
+	p = txn_reserve(txn, type, inode_layout.fixed_bytes + rec->target_length);
 	if (p)
 		enc_inode(p, rec);
 }
 
 void cfs_txn_place(struct cfs_txn *txn, const struct cfs_jrec_place *rec)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_INODE_PLACE, PLACE_BYTES);
+	uint8_t *p = txn_reserve(txn, CFS_LOG_INODE_PLACE, place_layout.fixed_bytes);
 
 	if (p)
-		enc_place(p, rec);
+		encode_fixed(p, &place_layout, rec);
 }
 
 void cfs_txn_inode_delete(struct cfs_txn *txn, uint64_t ino)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_INODE_DELETE, 16);
+	uint8_t *p = txn_reserve(txn, CFS_LOG_INODE_DELETE, INODE_DELETE_BYTES);
 
-	if (p)
-		enc_id_name(p, ino, NULL, 0);
+	if (p) {
+		memset(p, 0, INODE_DELETE_BYTES);
+		put64(p, ino);
+	}
 }
 
 void cfs_txn_dirent_add(struct cfs_txn *txn, const struct cfs_jrec_dirent *rec)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_DIRENT_ADD, DIRENT_FIXED + rec->name_length);
+	uint8_t *p =
+		txn_reserve(txn, CFS_LOG_DIRENT_ADD, dirent_layout.fixed_bytes + rec->name_length);
 
 	if (p)
 		enc_dirent_add(p, rec);
@@ -332,33 +489,23 @@ void cfs_txn_dirent_add(struct cfs_txn *txn, const struct cfs_jrec_dirent *rec)
 void cfs_txn_dirent_remove(struct cfs_txn *txn, uint64_t dir_ino, const char *name,
 			   uint32_t name_length)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_DIRENT_REMOVE, DIRENT_RM_FIXED + name_length);
+	struct cfs_jrec_dirent r = {.dir_ino = dir_ino, .name_length = name_length, .name = name};
+	uint8_t *p = txn_reserve(txn, CFS_LOG_DIRENT_REMOVE,
+				 dirent_remove_layout.fixed_bytes + name_length);
 
 	if (p)
-		enc_id_name(p, dir_ino, name, name_length);
+		encode(p, &dirent_remove_layout, &r, name, name_length, NULL, 0);
 }
 
 void cfs_txn_rename(struct cfs_txn *txn, const struct cfs_jrec_rename *r)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_DIRENT_RENAME,
-				 RENAME_FIXED + r->src_name_length + r->dst_name_length);
+	uint8_t *p =
+		txn_reserve(txn, CFS_LOG_DIRENT_RENAME,
+			    rename_layout.fixed_bytes + r->src_name_length + r->dst_name_length);
 
-	if (!p)
-		return;
-	put64(p, r->src_dir);
-	put64(p + 8, r->dst_dir);
-	put64(p + 16, r->src_ino);
-	put64(p + 24, r->dst_ino);
-	put64(p + 32, r->src_cookie);
-	put64(p + 40, r->dst_cookie);
-	put32(p + 48, r->src_mode);
-	put32(p + 52, r->dst_mode);
-	put32(p + 56, r->flags);
-	put32(p + 60, r->src_name_length);
-	put32(p + 64, r->dst_name_length);
-	put32(p + 68, 0);
-	memcpy(p + RENAME_FIXED, r->src_name, r->src_name_length);
-	memcpy(p + RENAME_FIXED + r->src_name_length, r->dst_name, r->dst_name_length);
+	if (p)
+		encode(p, &rename_layout, r, r->src_name, r->src_name_length, r->dst_name,
+		       r->dst_name_length);
 }
 
 void cfs_txn_extent(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_extent *rec)
@@ -367,32 +514,21 @@ void cfs_txn_extent(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ex
 
 	CFS_ASSERT(type == CFS_LOG_EXTENT_MAP || type == CFS_LOG_EXTENT_UNMAP ||
 		   type == CFS_LOG_EXTENT_WRITTEN_RUN);
-	p = txn_reserve(txn, type, EXTENT_BYTES);
+	p = txn_reserve(txn, type, extent_layout.fixed_bytes);
 	if (p)
-		enc_extent(p, rec);
+		encode_fixed(p, &extent_layout, rec);
 }
 
 void cfs_txn_written(struct cfs_txn *txn, const struct cfs_jrec_written *rec)
 {
-	struct cfs_jrec_written piece = *rec;
-	uint32_t done = 0;
+	for (uint32_t done = 0; done < rec->sector_count;) {
+		struct cfs_jrec_written piece = written_piece(rec, done);
+		uint8_t *p = txn_reserve(txn, CFS_LOG_EXTENT_WRITTEN,
+					 written_layout.fixed_bytes + written_bits_bytes(&piece));
 
-	/* Pieces start on byte boundaries of the bitmap: the limit is a
-	 * multiple of 8 sectors. */
-	while (done < rec->sector_count) {
-		uint32_t n = rec->sector_count - done;
-		uint8_t *p;
-
-		if (rec->bits && n > CFS_JREC_WRITTEN_SECTORS)
-			n = CFS_JREC_WRITTEN_SECTORS;
-		piece.first_sector = rec->first_sector + done;
-		piece.sector_count = n;
-		piece.bits = rec->bits ? rec->bits + done / 8 : NULL;
-		p = txn_reserve(txn, CFS_LOG_EXTENT_WRITTEN,
-				WRITTEN_FIXED + (piece.bits ? (n + 7) / 8 : 0));
 		if (p)
 			enc_written(p, &piece);
-		done += n;
+		done += piece.sector_count;
 	}
 }
 
@@ -402,32 +538,25 @@ void cfs_txn_xattr_set(struct cfs_txn *txn, uint64_t ino, const char *name, uint
 	uint32_t offset = 0;
 
 	do {
-		uint32_t n = value_length - offset;
-		struct cfs_jrec_xattr rec;
-		uint8_t *p;
+		struct cfs_jrec_xattr rec =
+			xattr_piece(ino, name, name_length, value, value_length, offset);
+		uint8_t *p = txn_reserve(txn, CFS_LOG_XATTR_SET,
+					 xattr_layout.fixed_bytes + name_length + rec.chunk_length);
 
-		if (n > CFS_JREC_XATTR_CHUNK)
-			n = CFS_JREC_XATTR_CHUNK;
-		rec = (struct cfs_jrec_xattr){ino,
-					      name_length,
-					      value_length,
-					      offset,
-					      n,
-					      name,
-					      (const uint8_t *)value + offset};
-		p = txn_reserve(txn, CFS_LOG_XATTR_SET, XATTR_FIXED + name_length + n);
 		if (p)
 			enc_xattr(p, &rec);
-		offset += n;
+		offset += rec.chunk_length;
 	} while (offset < value_length);
 }
 
 void cfs_txn_xattr_remove(struct cfs_txn *txn, uint64_t ino, const char *name, uint32_t name_length)
 {
-	uint8_t *p = txn_reserve(txn, CFS_LOG_XATTR_REMOVE, XATTR_RM_FIXED + name_length);
+	struct cfs_jrec_xattr r = {.ino = ino, .name_length = name_length, .name = name};
+	uint8_t *p = txn_reserve(txn, CFS_LOG_XATTR_REMOVE,
+				 xattr_remove_layout.fixed_bytes + name_length);
 
 	if (p)
-		enc_id_name(p, ino, name, name_length);
+		encode(p, &xattr_remove_layout, &r, name, name_length, NULL, 0);
 }
 
 /* [tail_lock] Room for bytes more in the tail; false without memory. */
@@ -576,7 +705,8 @@ int cfs_snap_add(struct cfs_snap_builder *sb, uint16_t type, const void *payload
 
 int cfs_snap_fs_info(struct cfs_snap_builder *sb, const struct cfs_jrec_fs_info *rec)
 {
-	return cfs_snap_add(sb, CFS_LOG_FS_INFO, sb->scratch, enc_fs_info(sb->scratch, rec));
+	return cfs_snap_add(sb, CFS_LOG_FS_INFO, sb->scratch,
+			    encode_fixed(sb->scratch, &fs_info_layout, rec));
 }
 
 int cfs_snap_inode(struct cfs_snap_builder *sb, const struct cfs_jrec_inode *rec)
@@ -586,7 +716,8 @@ int cfs_snap_inode(struct cfs_snap_builder *sb, const struct cfs_jrec_inode *rec
 
 int cfs_snap_place(struct cfs_snap_builder *sb, const struct cfs_jrec_place *rec)
 {
-	return cfs_snap_add(sb, CFS_LOG_INODE_PLACE, sb->scratch, enc_place(sb->scratch, rec));
+	return cfs_snap_add(sb, CFS_LOG_INODE_PLACE, sb->scratch,
+			    encode_fixed(sb->scratch, &place_layout, rec));
 }
 
 int cfs_snap_dirent_add(struct cfs_snap_builder *sb, const struct cfs_jrec_dirent *rec)
@@ -596,32 +727,26 @@ int cfs_snap_dirent_add(struct cfs_snap_builder *sb, const struct cfs_jrec_diren
 
 int cfs_snap_extent(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec)
 {
-	return cfs_snap_add(sb, CFS_LOG_EXTENT_MAP, sb->scratch, enc_extent(sb->scratch, rec));
+	return cfs_snap_add(sb, CFS_LOG_EXTENT_MAP, sb->scratch,
+			    encode_fixed(sb->scratch, &extent_layout, rec));
 }
 
 int cfs_snap_written_run(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec)
 {
 	return cfs_snap_add(sb, CFS_LOG_EXTENT_WRITTEN_RUN, sb->scratch,
-			    enc_extent(sb->scratch, rec));
+			    encode_fixed(sb->scratch, &extent_layout, rec));
 }
 
 int cfs_snap_written(struct cfs_snap_builder *sb, const struct cfs_jrec_written *rec)
 {
-	struct cfs_jrec_written piece = *rec;
-	uint32_t done = 0;
 	int ret = 0;
 
-	while (done < rec->sector_count && !ret) {
-		uint32_t n = rec->sector_count - done;
+	for (uint32_t done = 0; done < rec->sector_count && !ret;) {
+		struct cfs_jrec_written piece = written_piece(rec, done);
 
-		if (rec->bits && n > CFS_JREC_WRITTEN_SECTORS)
-			n = CFS_JREC_WRITTEN_SECTORS;
-		piece.first_sector = rec->first_sector + done;
-		piece.sector_count = n;
-		piece.bits = rec->bits ? rec->bits + done / 8 : NULL;
 		ret = cfs_snap_add(sb, CFS_LOG_EXTENT_WRITTEN, sb->scratch,
 				   enc_written(sb->scratch, &piece));
-		done += n;
+		done += piece.sector_count;
 	}
 	return ret;
 }
@@ -633,21 +758,12 @@ int cfs_snap_xattr(struct cfs_snap_builder *sb, uint64_t ino, const char *name,
 	int ret = 0;
 
 	do {
-		uint32_t n = value_length - offset;
-		struct cfs_jrec_xattr rec;
+		struct cfs_jrec_xattr rec =
+			xattr_piece(ino, name, name_length, value, value_length, offset);
 
-		if (n > CFS_JREC_XATTR_CHUNK)
-			n = CFS_JREC_XATTR_CHUNK;
-		rec = (struct cfs_jrec_xattr){ino,
-					      name_length,
-					      value_length,
-					      offset,
-					      n,
-					      name,
-					      (const uint8_t *)value + offset};
 		ret = cfs_snap_add(sb, CFS_LOG_XATTR_SET, sb->scratch,
 				   enc_xattr(sb->scratch, &rec));
-		offset += n;
+		offset += rec.chunk_length;
 	} while (offset < value_length && !ret);
 	return ret;
 }
@@ -1225,164 +1341,105 @@ static int apply_record(struct cfs_journal *j, uint16_t type, const uint8_t *p, 
 	case CFS_LOG_FS_INFO: {
 		struct cfs_jrec_fs_info r;
 
-		if (n < FS_INFO_BYTES)
+		if (!decode_fixed(p, n, &fs_info_layout, &r))
 			return too_short(why);
-		r.next_ino = get64(p);
-		r.next_generation = get64(p + 8);
 		return j->ops->apply_fs_info(fs, &r);
 	}
 	case CFS_LOG_INODE_CREATE:
 	case CFS_LOG_INODE_UPDATE: {
 		struct cfs_jrec_inode r;
 
-		if (n < INODE_FIXED)
+		if (!decode_fixed(p, n, &inode_layout, &r))
 			return too_short(why);
-		r.ino = get64(p);
-		r.generation = get64(p + 8);
-		r.mode = get32(p + 16);
-		r.nlink = get32(p + 20);
-		r.uid = get32(p + 24);
-		r.gid = get32(p + 28);
-		r.rdev = get64(p + 32);
-		r.size_bytes = get64(p + 40);
-		r.atime_ns = (int64_t)get64(p + 48);
-		r.mtime_ns = (int64_t)get64(p + 56);
-		r.ctime_ns = (int64_t)get64(p + 64);
-		r.page_size_bytes = get32(p + 72);
-		r.target_length = get32(p + 76);
-		r.parent_ino = get64(p + 80);
-		r.target = (const char *)p + INODE_FIXED;
-		if (r.target_length > n - INODE_FIXED)
+		r.target = (const char *)p + inode_layout.fixed_bytes;
+		if (r.target_length > n - inode_layout.fixed_bytes)
 			return too_short(why);
 		return j->ops->apply_inode(fs, &r, why);
 	}
 	case CFS_LOG_INODE_DELETE:
-		if (n < 16)
+		if (n < INODE_DELETE_BYTES)
 			return too_short(why);
 		return j->ops->apply_inode_delete(fs, get64(p));
 	case CFS_LOG_DIRENT_ADD: {
 		struct cfs_jrec_dirent r;
 
-		if (n < DIRENT_FIXED)
+		if (!decode_fixed(p, n, &dirent_layout, &r))
 			return too_short(why);
-		r.dir_ino = get64(p);
-		r.ino = get64(p + 8);
-		r.cookie = get64(p + 16);
-		r.mode = get32(p + 24);
-		r.name_length = get32(p + 28);
-		r.name = (const char *)p + DIRENT_FIXED;
-		if (r.name_length > n - DIRENT_FIXED)
+		r.name = (const char *)p + dirent_layout.fixed_bytes;
+		if (r.name_length > n - dirent_layout.fixed_bytes)
 			return too_short(why);
 		return j->ops->apply_dirent_add(fs, &r);
 	}
 	case CFS_LOG_DIRENT_REMOVE: {
 		struct cfs_jrec_dirent r = {0};
 
-		if (n < DIRENT_RM_FIXED)
+		if (!decode_fixed(p, n, &dirent_remove_layout, &r))
 			return too_short(why);
-		r.dir_ino = get64(p);
-		r.name_length = get32(p + 8);
-		r.name = (const char *)p + DIRENT_RM_FIXED;
-		if (r.name_length > n - DIRENT_RM_FIXED)
+		r.name = (const char *)p + dirent_remove_layout.fixed_bytes;
+		if (r.name_length > n - dirent_remove_layout.fixed_bytes)
 			return too_short(why);
 		return j->ops->apply_dirent_remove(fs, &r);
 	}
 	case CFS_LOG_DIRENT_RENAME: {
 		struct cfs_jrec_rename r;
 
-		if (n < RENAME_FIXED)
+		if (!decode_fixed(p, n, &rename_layout, &r))
 			return too_short(why);
-		r.src_dir = get64(p);
-		r.dst_dir = get64(p + 8);
-		r.src_ino = get64(p + 16);
-		r.dst_ino = get64(p + 24);
-		r.src_cookie = get64(p + 32);
-		r.dst_cookie = get64(p + 40);
-		r.src_mode = get32(p + 48);
-		r.dst_mode = get32(p + 52);
-		r.flags = get32(p + 56);
-		r.src_name_length = get32(p + 60);
-		r.dst_name_length = get32(p + 64);
-		if ((uint64_t)r.src_name_length + r.dst_name_length > n - RENAME_FIXED)
+		if ((uint64_t)r.src_name_length + r.dst_name_length > n - rename_layout.fixed_bytes)
 			return too_short(why);
-		r.src_name = (const char *)p + RENAME_FIXED;
+		r.src_name = (const char *)p + rename_layout.fixed_bytes;
 		r.dst_name = r.src_name + r.src_name_length;
 		return j->ops->apply_rename(fs, &r);
 	}
 	case CFS_LOG_INODE_PLACE: {
 		struct cfs_jrec_place r;
 
-		if (n < PLACE_BYTES)
+		if (!decode_fixed(p, n, &place_layout, &r))
 			return too_short(why);
-		r.ino = get64(p);
-		r.store = get32(p + 8);
-		r.from = get32(p + 12);
-		r.flags = get32(p + 16);
-		r.rate_bytes = get64(p + 24);
 		return j->ops->apply_place(fs, &r, why);
 	}
 	case CFS_LOG_EXTENT_MAP:
-	case CFS_LOG_EXTENT_UNMAP: {
-		struct cfs_jrec_extent r;
-
-		if (n < EXTENT_BYTES)
-			return too_short(why);
-		r.ino = get64(p);
-		r.file_unit = get64(p + 8);
-		r.store_unit = get64(p + 16);
-		r.count = get64(p + 24);
-		return j->ops->apply_extent(fs, type, &r, why);
-	}
+	case CFS_LOG_EXTENT_UNMAP:
 	case CFS_LOG_EXTENT_WRITTEN_RUN: {
 		struct cfs_jrec_extent r;
 
-		if (n < EXTENT_BYTES)
+		if (!decode_fixed(p, n, &extent_layout, &r))
 			return too_short(why);
-		r.ino = get64(p);
-		r.file_unit = get64(p + 8);
-		r.store_unit = get64(p + 16);
-		r.count = get64(p + 24);
-		return j->ops->apply_written_run(fs, &r, why);
+		if (type == CFS_LOG_EXTENT_WRITTEN_RUN)
+			return j->ops->apply_written_run(fs, &r, why);
+		return j->ops->apply_extent(fs, type, &r, why);
 	}
 	case CFS_LOG_EXTENT_WRITTEN: {
 		struct cfs_jrec_written r;
-		uint32_t flags;
 
-		if (n < WRITTEN_FIXED)
+		if (!decode_fixed(p, n, &written_layout, &r))
 			return too_short(why);
-		r.ino = get64(p);
-		r.file_unit = get64(p + 8);
-		r.store_unit = get64(p + 16);
-		r.op = get32(p + 24);
-		r.first_sector = get32(p + 28);
-		r.sector_count = get32(p + 32);
-		flags = get32(p + 36);
-		r.bits = (flags & WRITTEN_F_BITS) ? p + WRITTEN_FIXED : NULL;
-		if (r.bits && (r.sector_count + 7u) / 8 > n - WRITTEN_FIXED)
+		r.bits = (get32(p + WRITTEN_FLAGS_AT) & WRITTEN_F_BITS)
+				 ? p + written_layout.fixed_bytes
+				 : NULL;
+		if (written_bits_bytes(&r) > n - written_layout.fixed_bytes)
 			return too_short(why);
 		return j->ops->apply_written(fs, &r, why);
 	}
-	case CFS_LOG_XATTR_SET:
+	case CFS_LOG_XATTR_SET: {
+		struct cfs_jrec_xattr r;
+
+		if (!decode_fixed(p, n, &xattr_layout, &r))
+			return too_short(why);
+		if ((uint64_t)r.name_length + r.chunk_length > n - xattr_layout.fixed_bytes)
+			return too_short(why);
+		r.name = (const char *)p + xattr_layout.fixed_bytes;
+		r.chunk = p + xattr_layout.fixed_bytes + r.name_length;
+		return j->ops->apply_xattr(fs, type, &r, why);
+	}
 	case CFS_LOG_XATTR_REMOVE: {
 		struct cfs_jrec_xattr r = {0};
 
-		if (n < (type == CFS_LOG_XATTR_SET ? XATTR_FIXED : XATTR_RM_FIXED))
+		if (!decode_fixed(p, n, &xattr_remove_layout, &r))
 			return too_short(why);
-		r.ino = get64(p);
-		r.name_length = get32(p + 8);
-		if (type == CFS_LOG_XATTR_SET) {
-			r.value_length = get32(p + 12);
-			r.offset = get32(p + 16);
-			r.chunk_length = get32(p + 20);
-			if ((uint64_t)r.name_length + r.chunk_length > n - XATTR_FIXED)
-				return too_short(why);
-			r.name = (const char *)p + XATTR_FIXED;
-			r.chunk = p + XATTR_FIXED + r.name_length;
-		} else {
-			if (r.name_length > n - XATTR_RM_FIXED)
-				return too_short(why);
-			r.name = (const char *)p + XATTR_RM_FIXED;
-		}
+		if (r.name_length > n - xattr_remove_layout.fixed_bytes)
+			return too_short(why);
+		r.name = (const char *)p + xattr_remove_layout.fixed_bytes;
 		return j->ops->apply_xattr(fs, type, &r, why);
 	}
 	default:
