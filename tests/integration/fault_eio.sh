@@ -54,7 +54,21 @@ first_free() {
 	cfs_fail "no nth up to 40 lets the mount through (op=$1)"
 }
 
-py() { python3 - "$mnt/f" "$@"; }
+# py: the Python on stdin after py_prelude (fails()), sys.argv[1] = $mnt/f.
+py() { python3 - "$mnt/f" "$@" < <(printf '%s\n' "$py_prelude"; cat); }
+py_prelude='
+import errno, mmap, os, sys
+
+def fails(what, err, call, *args):
+    """call(*args) must fail with errno.<err>; else the test ends."""
+    try:
+        call(*args)
+    except OSError as e:
+        if e.errno != getattr(errno, err):
+            sys.exit("%s: %s, expected %s" % (what, e, err))
+        return
+    sys.exit("%s succeeded, expected %s" % (what, err))
+'
 
 # expect_stats PATH NAME=VALUE...: the counters of PATH
 expect_stats() {
@@ -70,15 +84,9 @@ first_free read err=EIO
 cfs_reset "$mnt/f"
 cfs_reset "$mnt"
 py <<'EOF2' || cfs_fail "read EIO"
-import errno, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
 m = mmap.mmap(-1, 4096)
-try:
-    os.preadv(fd, [m], 0)
-    sys.exit("the failed read succeeded")
-except OSError as e:
-    if e.errno != errno.EIO:
-        sys.exit("read: %s, expected EIO" % e)
+fails("read", "EIO", os.preadv, fd, [m], 0)
 assert os.preadv(fd, [m], 0) == 4096, "the next read failed"
 EOF2
 expect_stats "$mnt/f" reads=2 read_bytes=4096 read_errors=1 err_eio=1 errors=1 writes=0
@@ -91,22 +99,11 @@ first_free write err=EIO
 cfs_reset "$mnt/f"
 cfs_reset "$mnt"
 py <<'EOF2' || cfs_fail "write EIO"
-import errno, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
 m = mmap.mmap(-1, 4096)
 m.write(b"x" * 4096)
-try:
-    os.pwritev(fd, [m], 0)
-    sys.exit("the failed write succeeded")
-except OSError as e:
-    if e.errno != errno.EIO:
-        sys.exit("write: %s, expected EIO" % e)
-try:
-    os.fsync(fd)
-    sys.exit("fsync after a failed write succeeded")
-except OSError as e:
-    if e.errno != errno.EIO:
-        sys.exit("fsync: %s, expected EIO" % e)
+fails("write", "EIO", os.pwritev, fd, [m], 0)
+fails("fsync after a failed write", "EIO", os.fsync, fd)
 os.fsync(fd)  # reported once
 assert os.pwritev(fd, [m], 0) == 4096
 os.fsync(fd)
@@ -125,15 +122,9 @@ first_free write err=EIO
 cfs_reset "$mnt/f"
 cfs_reset "$mnt"
 py <<'EOF2' || cfs_fail "write-behind EIO"
-import errno, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY)
 assert os.pwrite(fd, b"b" * 4096, 0) == 4096, "short buffered write"
-try:
-    os.fsync(fd)
-    sys.exit("fsync after a failed write-behind succeeded")
-except OSError as e:
-    if e.errno != errno.EIO:
-        sys.exit("fsync: %s, expected EIO" % e)
+fails("fsync after a failed write-behind", "EIO", os.fsync, fd)
 os.fsync(fd)  # reported once
 assert os.pwrite(fd, b"b" * 4096, 0) == 4096
 os.fsync(fd)
@@ -148,16 +139,10 @@ umount_wait
 first_free write err=ENOSPC
 cfs_reset "$mnt/f"
 py <<'EOF2' || cfs_fail "write ENOSPC"
-import errno, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
 m = mmap.mmap(-1, 4096)
 m.write(b"y" * 4096)
-try:
-    os.pwritev(fd, [m], 8192)
-    sys.exit("the failed write succeeded")
-except OSError as e:
-    if e.errno != errno.ENOSPC:
-        sys.exit("write: %s, expected ENOSPC" % e)
+fails("write", "ENOSPC", os.pwritev, fd, [m], 8192)
 EOF2
 expect_stats "$mnt/f" writes=1 write_bytes=0 write_errors=1 err_enospc=1 err_eio=0 errors=1
 umount_wait
@@ -170,21 +155,11 @@ umount_wait
 cfs_mount "$img" "$mnt" "wait=10,fault=op=flush,nth=$nth,err=EIO"
 cfs_reset "$mnt/f"
 py <<'EOF2' || cfs_fail "flush EIO"
-import errno, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY)
 os.pwrite(fd, b"z" * 100, 0)
-try:
-    os.fsync(fd)
-    sys.exit("fsync with a failed flush succeeded")
-except OSError as e:
-    if e.errno != errno.EIO:
-        sys.exit("fsync: %s, expected EIO" % e)
-try:
-    open(os.path.join(os.path.dirname(sys.argv[1]), "h"), "w")
-    sys.exit("create after a failed metadata write succeeded")
-except OSError as e:
-    if e.errno != errno.EROFS:
-        sys.exit("create: %s, expected EROFS" % e)
+fails("fsync with a failed flush", "EIO", os.fsync, fd)
+fails("create after a failed metadata write", "EROFS", open,
+      os.path.join(os.path.dirname(sys.argv[1]), "h"), "w")
 EOF2
 expect_stats "$mnt/f" writes=1 write_errors=0 fsyncs=1 fsync_errors=1 err_eio=1 errors=1
 expect_stats "$mnt" readonly=1
