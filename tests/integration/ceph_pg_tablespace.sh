@@ -62,44 +62,13 @@ cfs_log "$(grep -E '^tps' "$CFS_WORK/pgbench-run.log" | head -n 1)"
 pg_amcheck_all $db >"$CFS_WORK/amcheck.log" 2>&1 ||
 	{ cat "$CFS_WORK/amcheck.log" >&2; cfs_fail "pg_amcheck after the run"; }
 
-balances_agree() {
-	local b
-	b=$(pg_sql -d $db "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' ||
-		(SELECT sum(tbalance) FROM pgbench_tellers) || ' ' ||
-		(SELECT sum(bbalance) FROM pgbench_branches) || ' ' ||
-		(SELECT coalesce(sum(delta), 0) FROM pgbench_history)")
-	read -r a t br h <<<"$b"
-	[ "$a" = "$t" ] && [ "$t" = "$br" ] && [ "$br" = "$h" ] ||
-		cfs_fail "$1: pgbench balances disagree (accounts tellers branches history): $b"
-	cfs_log "$1: balances agree ($b)"
-}
-balances_agree "after the run"
+pgbench_balances_agree $db "after the run"
 
 cfs_log "kill -9 of the postmaster under load, then of the chunkfs daemon"
-hist0=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
-pg_as "$PG_BIN/pgbench" -n -c 4 -j 2 -T 60 "$db" >"$CFS_WORK/pgbench-crash.log" 2>&1 &
-bench_pid=$!
-for ((i = 0; i < 300; i++)); do
-	sleep 0.1
-	n=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history" 2>/dev/null) || continue
-	[ "$n" -gt $((hist0 + 100)) ] && break
-done
-sleep 1
-pg_crash
-wait $bench_pid && cfs_fail "pgbench did not notice the crash"
+pgbench_crash_under_load $db 100 1
 cfs_kill9 "$mnt"
 cfs_mount "$src" "$mnt" allow_other
-log_off=$(stat -c %s "$PG_LOG")
-pg_start
-tail -c +$((log_off + 1)) "$PG_LOG" >"$CFS_WORK/recovery.log"
-grep -q 'redo done' "$CFS_WORK/recovery.log" ||
-	{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "crash recovery did not finish redo"; }
-hist1=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
-[ "$hist1" -gt "$hist0" ] || cfs_fail "no committed transaction of the crashed load survived"
-cfs_log "recovered: $((hist1 - hist0)) committed transactions of the crashed load kept"
-pg_amcheck_all $db >"$CFS_WORK/amcheck2.log" 2>&1 ||
-	{ cat "$CFS_WORK/amcheck2.log" >&2; cfs_fail "pg_amcheck after the crash"; }
-balances_agree "after the crash"
+pg_start_recovered $db
 
 pg_sql "CHECKPOINT"
 for rel in pgbench_accounts pgbench_history; do

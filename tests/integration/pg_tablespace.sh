@@ -140,21 +140,7 @@ cfs_log "pg_amcheck"
 pg_amcheck_all $db >"$CFS_WORK/amcheck.log" 2>&1 ||
 	{ cat "$CFS_WORK/amcheck.log" >&2; cfs_fail "pg_amcheck after the run"; }
 
-balances() {
-	pg_sql -d $db "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' ||
-		(SELECT sum(tbalance) FROM pgbench_tellers) || ' ' ||
-		(SELECT sum(bbalance) FROM pgbench_branches) || ' ' ||
-		(SELECT coalesce(sum(delta), 0) FROM pgbench_history)"
-}
-balances_agree() {
-	local b
-	b=$(balances)
-	read -r a t br h <<<"$b"
-	[ "$a" = "$t" ] && [ "$t" = "$br" ] && [ "$br" = "$h" ] ||
-		cfs_fail "$1: pgbench balances disagree (accounts tellers branches history): $b"
-	cfs_log "$1: balances agree ($b)"
-}
-balances_agree "after the run"
+pgbench_balances_agree $db "after the run"
 
 cfs_log "stop, pg_checksums offline, the RAM mount remounted (empty), start"
 pg_stop
@@ -173,30 +159,8 @@ pg_start
 spill "after the RAM mount's remount"
 
 cfs_log "kill -9 under load, crash recovery"
-hist0=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
-pg_as "$PG_BIN/pgbench" -n -c 4 -j 2 -T 60 "$db" >"$CFS_WORK/pgbench-crash.log" 2>&1 &
-bench_pid=$!
-for ((i = 0; i < 300; i++)); do # until the load has committed something
-	sleep 0.1
-	n=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history" 2>/dev/null) || continue
-	[ "$n" -gt $((hist0 + 200)) ] && break
-done
-sleep 2
-pg_crash
-wait $bench_pid && cfs_fail "pgbench did not notice the crash"
-log_off=$(stat -c %s "$PG_LOG")
-pg_start
-tail -c +$((log_off + 1)) "$PG_LOG" >"$CFS_WORK/recovery.log"
-grep -q 'not properly shut down; automatic recovery in progress' "$CFS_WORK/recovery.log" ||
-	{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "no crash recovery in the log"; }
-grep -q 'redo done' "$CFS_WORK/recovery.log" ||
-	{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "recovery did not finish redo"; }
-hist1=$(pg_sql -d $db "SELECT count(*) FROM pgbench_history")
-[ "$hist1" -gt "$hist0" ] || cfs_fail "no transaction of the crashed load survived ($hist0 -> $hist1)"
-cfs_log "recovered: $((hist1 - hist0)) committed transactions of the crashed load kept"
-pg_amcheck_all $db >"$CFS_WORK/amcheck2.log" 2>&1 ||
-	{ cat "$CFS_WORK/amcheck2.log" >&2; cfs_fail "pg_amcheck after the crash"; }
-balances_agree "after the crash"
+pgbench_crash_under_load $db 200 2
+pg_start_recovered $db
 
 cfs_log "statistics of the relation files (through pg_tblspc's symlink)"
 pg_sql "CHECKPOINT"

@@ -13,6 +13,16 @@
 #   pg_postmaster_pid                 the running postmaster's pid (postmaster.pid)
 #   pg_crash                          kill -9 the postmaster, then every process it started
 #   pg_amcheck_all DB                 pg_amcheck --heapallindexed --rootdescend on DB
+# pgbench's tables in DB (pgbench -i done), the crash cases:
+#   pgbench_balances_agree DB WHEN    accounts, tellers, branches and history sum to the
+#                                     same balance, or the test fails (WHEN names the moment)
+#   pgbench_crash_under_load DB MORE SETTLE
+#                                     pgbench -c 4 -j 2 on DB; once MORE transactions have
+#                                     committed, SETTLE seconds later, pg_crash; PGB_HIST0 is
+#                                     the count of pgbench_history before the load
+#   pg_start_recovered DB             pg_start after a crash, then: crash recovery ran to
+#                                     "redo done", transactions of the crashed load are kept
+#                                     (more rows than PGB_HIST0), pg_amcheck clean, balances agree
 #
 # Why this shape: the server must run as its own user (as in production),
 # so the chunkfs mounts it uses need allow_other and directories it owns.
@@ -118,4 +128,50 @@ pg_sql() {
 
 pg_amcheck_all() {
 	pg_as "$PG_BIN/pg_amcheck" --install-missing --heapallindexed --rootdescend -d "$1"
+}
+
+pgbench_balances_agree() {
+	local b a t br h
+	b=$(pg_sql -d "$1" "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' ||
+		(SELECT sum(tbalance) FROM pgbench_tellers) || ' ' ||
+		(SELECT sum(bbalance) FROM pgbench_branches) || ' ' ||
+		(SELECT coalesce(sum(delta), 0) FROM pgbench_history)")
+	read -r a t br h <<<"$b"
+	[ "$a" = "$t" ] && [ "$t" = "$br" ] && [ "$br" = "$h" ] ||
+		cfs_fail "$2: pgbench balances disagree (accounts tellers branches history): $b"
+	cfs_log "$2: balances agree ($b)"
+}
+
+pgbench_crash_under_load() {
+	local db=$1 more=$2 settle=$3 pid i n
+	PGB_HIST0=$(pg_sql -d "$db" "SELECT count(*) FROM pgbench_history")
+	pg_as "$PG_BIN/pgbench" -n -c 4 -j 2 -T 60 "$db" >"$CFS_WORK/pgbench-crash.log" 2>&1 &
+	pid=$!
+	for ((i = 0; i < 300; i++)); do # until the load has committed something
+		sleep 0.1
+		n=$(pg_sql -d "$db" "SELECT count(*) FROM pgbench_history" 2>/dev/null) || continue
+		[ "$n" -gt $((PGB_HIST0 + more)) ] && break
+	done
+	sleep "$settle"
+	pg_crash
+	wait $pid && cfs_fail "pgbench did not notice the crash"
+	return 0
+}
+
+pg_start_recovered() {
+	local db=$1 log_off hist1
+	log_off=$(stat -c %s "$PG_LOG")
+	pg_start
+	tail -c +$((log_off + 1)) "$PG_LOG" >"$CFS_WORK/recovery.log"
+	grep -q 'not properly shut down; automatic recovery in progress' "$CFS_WORK/recovery.log" ||
+		{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "no crash recovery in the log"; }
+	grep -q 'redo done' "$CFS_WORK/recovery.log" ||
+		{ cat "$CFS_WORK/recovery.log" >&2; cfs_fail "crash recovery did not finish redo"; }
+	hist1=$(pg_sql -d "$db" "SELECT count(*) FROM pgbench_history")
+	[ "$hist1" -gt "$PGB_HIST0" ] ||
+		cfs_fail "no transaction of the crashed load survived ($PGB_HIST0 -> $hist1)"
+	cfs_log "recovered: $((hist1 - PGB_HIST0)) committed transactions of the crashed load kept"
+	pg_amcheck_all "$db" >"$CFS_WORK/amcheck-recovered.log" 2>&1 ||
+		{ cat "$CFS_WORK/amcheck-recovered.log" >&2; cfs_fail "pg_amcheck after the crash"; }
+	pgbench_balances_agree "$db" "after the crash"
 }
