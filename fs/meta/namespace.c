@@ -45,6 +45,9 @@
 #define CFS_INODE_F_ATTR_DIRTY (1u << 1) /* size/times changed by writes, not logged */
 #define CFS_INODE_F_DELETED (1u << 2)	 /* INODE_DELETE logged, out of the table */
 #define CFS_INODE_F_DEFERRED (1u << 3)	 /* deferred frees or retired records wait */
+/* Born without a name (O_TMPFILE without O_EXCL) and never linked: a link
+ * may name it at nlink 0. Not persisted: no open survives a restart. */
+#define CFS_INODE_F_LINKABLE (1u << 4)
 
 #define FILE_SIZE_MAX (1ull << 60) /* sparse size limit (mapping has its own) */
 #define MAP_RETRIES 4		   /* forced commits before -ENOSPC */
@@ -782,13 +785,14 @@ out_unlock:
 
 struct create_args {
 	uint64_t parent;
-	const char *name;
+	const char *name; /* NULL: a regular file without a name (O_TMPFILE) */
 	uint32_t mode;
 	uint64_t rdev;
 	uint32_t uid;
 	uint32_t gid;
 	const char *target;
 	bool open;
+	bool linkable; /* unnamed only: cfs_ns_tmpfile_open() */
 };
 
 static bool meta_room(struct cfs_fs *fs)
@@ -811,17 +815,17 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 	struct cfs_ns *ns = ns_of(fs);
 	struct cfs_inode *dir, *inode = NULL;
 	struct cfs_inode *set[2];
-	struct cfs_dirent *d;
+	struct cfs_dirent *d = NULL;
 	struct cfs_jrec_dirent drec;
 	struct cfs_txn txn;
 	uint32_t mode = a->mode;
 	uint32_t gid = a->gid;
-	size_t length;
+	size_t length = 0;
 	unsigned kept;
 	int64_t now;
 	int ret;
 
-	ret = name_check(a->name, &length);
+	ret = a->name ? name_check(a->name, &length) : 0;
 	if (ret)
 		return ret;
 	if (cfs_fs_is_readonly(fs))
@@ -835,7 +839,7 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 		ret = -ENOENT;
 		goto out_unlock;
 	}
-	if (dir_find(dir->dir, a->name, length)) {
+	if (a->name && dir_find(dir->dir, a->name, length)) {
 		ret = -EEXIST;
 		goto out_unlock;
 	}
@@ -867,12 +871,16 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 		ret = -ENOMEM;
 		goto out_free;
 	}
-	ret = dir_add(dir->dir, a->name, length, inode->ino, mode, 0, &d);
-	if (ret)
-		goto out_free;
+	if (a->name) {
+		ret = dir_add(dir->dir, a->name, length, inode->ino, mode, 0, &d);
+		if (ret)
+			goto out_free;
+		inode->nlink = S_ISDIR(mode) ? 2 : 1;
+	} else if (a->linkable) {
+		atomic_fetch_or(&inode->flags, CFS_INODE_F_LINKABLE);
+	}
 	ns->next_generation++;
 	now = now_ns();
-	inode->nlink = S_ISDIR(mode) ? 2 : 1;
 	inode->uid = a->uid;
 	inode->gid = gid;
 	inode->rdev = a->rdev;
@@ -894,8 +902,10 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 	kept = lock_inodes(set, 2);
 	if (S_ISDIR(mode))
 		dir->nlink++;
-	atomic_store(&dir->mtime_ns, now);
-	atomic_store(&dir->ctime_ns, now);
+	if (a->name) {
+		atomic_store(&dir->mtime_ns, now);
+		atomic_store(&dir->ctime_ns, now);
+	}
 	cfs_txn_begin(&txn, fs->journal);
 	txn_inode(&txn, CFS_LOG_INODE_CREATE, inode);
 	/* Files and directories inherit their directory's store. */
@@ -903,10 +913,14 @@ static int create_common(struct cfs_fs *fs, const struct create_args *a, struct 
 		inode->place = (struct cfs_place){dir->place.store, CFS_STORE_NONE, 0, 0};
 		txn_place(&txn, inode);
 	}
-	drec = (struct cfs_jrec_dirent){dir->ino, inode->ino,	    d->cookie,
-					mode,	  (uint32_t)length, a->name};
-	cfs_txn_dirent_add(&txn, &drec);
-	txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
+	/* Without a name the inode is an orphan from its first record: a
+	 * crash before a link leaves it to cfs_ns_mount_finish(). */
+	if (a->name) {
+		drec = (struct cfs_jrec_dirent){dir->ino, inode->ino,	    d->cookie,
+						mode,	  (uint32_t)length, a->name};
+		cfs_txn_dirent_add(&txn, &drec);
+		txn_inode(&txn, CFS_LOG_INODE_UPDATE, dir);
+	}
 	cfs_txn_end(&txn);
 	fill_attr(fs, inode, attr);
 	unlock_inodes(set, kept);
@@ -925,7 +939,8 @@ out_unlock:
 int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
 		 uint32_t uid, uint32_t gid, struct cfs_attr *attr)
 {
-	struct create_args a = {parent, name, mode, rdev, uid, gid, NULL, false};
+	struct create_args a = {
+		.parent = parent, .name = name, .mode = mode, .rdev = rdev, .uid = uid, .gid = gid};
 
 	if ((mode & S_IFMT) == 0)
 		a.mode |= S_IFREG;
@@ -947,7 +962,26 @@ int cfs_ns_mknod(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t 
 int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
 		       uint32_t uid, uint32_t gid, struct cfs_attr *attr, struct cfs_inode **opened)
 {
-	struct create_args a = {parent, name, (mode & ~S_IFMT) | S_IFREG, 0, uid, gid, NULL, true};
+	struct create_args a = {.parent = parent,
+				.name = name,
+				.mode = (mode & ~S_IFMT) | S_IFREG,
+				.uid = uid,
+				.gid = gid,
+				.open = true};
+
+	return create_common(fs, &a, attr, opened);
+}
+
+int cfs_ns_tmpfile_open(struct cfs_fs *fs, uint64_t parent, uint32_t mode, uint32_t uid,
+			uint32_t gid, bool linkable, struct cfs_attr *attr,
+			struct cfs_inode **opened)
+{
+	struct create_args a = {.parent = parent,
+				.mode = (mode & ~S_IFMT) | S_IFREG,
+				.uid = uid,
+				.gid = gid,
+				.open = true,
+				.linkable = linkable};
 
 	return create_common(fs, &a, attr, opened);
 }
@@ -955,7 +989,11 @@ int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uin
 int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
 		 uint32_t gid, struct cfs_attr *attr)
 {
-	struct create_args a = {parent, name, (mode & 07777) | S_IFDIR, 0, uid, gid, NULL, false};
+	struct create_args a = {.parent = parent,
+				.name = name,
+				.mode = (mode & 07777) | S_IFDIR,
+				.uid = uid,
+				.gid = gid};
 
 	return create_common(fs, &a, attr, NULL);
 }
@@ -963,7 +1001,12 @@ int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t 
 int cfs_ns_symlink(struct cfs_fs *fs, uint64_t parent, const char *name, const char *target,
 		   uint32_t uid, uint32_t gid, struct cfs_attr *attr)
 {
-	struct create_args a = {parent, name, S_IFLNK | 0777, 0, uid, gid, target, false};
+	struct create_args a = {.parent = parent,
+				.name = name,
+				.mode = S_IFLNK | 0777,
+				.uid = uid,
+				.gid = gid,
+				.target = target};
 	size_t n = strnlen(target, CFS_SYMLINK_MAX + 1);
 
 	if (n == 0)
@@ -1027,7 +1070,10 @@ int cfs_ns_link(struct cfs_fs *fs, uint64_t ino, uint64_t new_parent, const char
 	ret = find_dir(ns, new_parent, &dir);
 	if (ret)
 		goto out_unlock;
-	if (dir->nlink == 0 || inode->nlink == 0) {
+	/* An unlinked file stays unlinked (the kernel refuses too); a file
+	 * born without a name may get its first one, once. */
+	if (dir->nlink == 0 ||
+	    (inode->nlink == 0 && !(atomic_load(&inode->flags) & CFS_INODE_F_LINKABLE))) {
 		ret = -ENOENT;
 		goto out_unlock;
 	}
@@ -1051,6 +1097,7 @@ int cfs_ns_link(struct cfs_fs *fs, uint64_t ino, uint64_t new_parent, const char
 	kept = lock_inodes(set, 2);
 	now = now_ns();
 	inode->nlink++;
+	atomic_fetch_and(&inode->flags, ~CFS_INODE_F_LINKABLE);
 	atomic_store(&inode->ctime_ns, now);
 	atomic_store(&dir->mtime_ns, now);
 	atomic_store(&dir->ctime_ns, now);
@@ -3095,8 +3142,8 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 		cfs_fs_log(fs, "removed %llu directory entries naming missing inodes",
 			   (unsigned long long)dangling);
 	/* 3. Orphans: inodes without links left by a crash while they were
-	 *    open. Read-only mounts keep them (inode_maybe_delete refuses).
-	 *    An inode with no links that an entry still names is not an
+	 *    open (unlinked, or O_TMPFILE never linked). Read-only mounts keep them
+	 * (inode_maybe_delete refuses). An inode with no links that an entry still names is not an
 	 *    orphan but a wrong link count (a corrupt record): deleting it
 	 *    would lose a reachable file and leave its entries dangling, so
 	 *    it is kept for fsck.chunkfs to repair (found by fuzz_replay). */

@@ -24,7 +24,7 @@
  * when nlink == 0 && nlookup == 0 && open_count == 0; the memory goes when the
  * last internal reference (table, open file, committer queue) is dropped.
  * Inodes with nlink == 0 found at mount (a crash while a file was open after
- * unlink) are deleted then.
+ * unlink, or an O_TMPFILE file never linked) are deleted then.
  *
  * Read-only: after a failed metadata write (cfs_fs_is_readonly()) or on a
  * read-only mount every mutation returns -EROFS.
@@ -283,6 +283,18 @@ int cfs_ns_create_open(struct cfs_fs *fs, uint64_t parent, const char *name, uin
 		       uint32_t uid, uint32_t gid, struct cfs_attr *attr,
 		       struct cfs_inode **opened);
 
+/*
+ * open(O_TMPFILE): a regular file without a name, created and opened in one
+ * step. parent is checked as above; the directory does not change. The file
+ * has nlink 0 from its birth: an orphan, deleted at its last release and
+ * forget like an unlinked open file, and at the next mount after a crash.
+ * linkable (no O_EXCL): cfs_ns_link() may give it its first name, which
+ * makes it an ordinary file. *attr has nlink 0, as the kernel expects.
+ */
+int cfs_ns_tmpfile_open(struct cfs_fs *fs, uint64_t parent, uint32_t mode, uint32_t uid,
+			uint32_t gid, bool linkable, struct cfs_attr *attr,
+			struct cfs_inode **opened);
+
 int cfs_ns_mkdir(struct cfs_fs *fs, uint64_t parent, const char *name, uint32_t mode, uint32_t uid,
 		 uint32_t gid, struct cfs_attr *attr);
 
@@ -296,7 +308,8 @@ int cfs_ns_symlink(struct cfs_fs *fs, uint64_t parent, const char *name, const c
 ssize_t cfs_ns_readlink(struct cfs_fs *fs, uint64_t ino, char *buf, size_t buf_size);
 
 /* Hard link: -EPERM for directories, -EMLINK at CFS_LINK_MAX links, -ENOENT
- * if ino has nlink 0. nlookup += 1 as for lookup. */
+ * if ino has nlink 0 (unless it is a linkable file from cfs_ns_tmpfile_open()
+ * never linked before). nlookup += 1 as for lookup. */
 int cfs_ns_link(struct cfs_fs *fs, uint64_t ino, uint64_t new_parent, const char *new_name,
 		struct cfs_attr *attr);
 

@@ -490,6 +490,49 @@ Test(journal, orphans_freed_at_mount, .init = setup, .fini = teardown)
 	cr_assert_eq(st.used_units, 0);
 }
 
+/* O_TMPFILE: a file born without a name is an orphan from its first record.
+ * Left open by a crash (log replay) or by a clean close (the checkpoint's
+ * snapshot holds it with no links) it is freed at mount; one given a name
+ * by link before is an ordinary file. */
+Test(journal, tmpfile_orphans_freed_at_mount, .init = setup, .fini = teardown)
+{
+	struct cfs_inode *unnamed, *named;
+	struct cfs_attr a;
+	struct cfs_alloc_stat st;
+	uint64_t unnamed_ino, named_ino;
+
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(cfs_ns_tmpfile_open(fs, CFS_ROOT_INO, 0600, 0, 0, true, &a, &unnamed),
+			     0);
+		unnamed_ino = a.ino;
+		cr_assert_eq(cfs_ns_tmpfile_open(fs, CFS_ROOT_INO, 0600, 0, 0, true, &a, &named),
+			     0);
+		named_ino = a.ino;
+		write_sim(unnamed, 0, 3 * UNIT);
+		write_sim(named, 0, 2 * UNIT);
+		cr_assert_eq(cfs_ns_link(fs, named_ino, CFS_ROOT_INO, "named", &a), 0);
+		cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+		cfs_pool_stat(fs->pool, &st);
+		cr_assert_eq(st.used_units, 5);
+		if (round == 0) {
+			crash_and_remount();
+		} else {
+			cfs_ns_release(fs, named);
+			cfs_ns_forget(fs, named_ino, 2);
+			remount(); /* unnamed still open: in the snapshot, nlink 0 */
+		}
+		cr_assert_eq(cfs_ns_getattr(fs, unnamed_ino, &a), -ENOENT, "round %d", round);
+		cr_assert_eq(cfs_ns_lookup(fs, CFS_ROOT_INO, "named", &a), 0, "round %d", round);
+		cr_assert_eq(a.ino, named_ino);
+		cr_assert_eq(a.nlink, 1);
+		cfs_ns_forget(fs, named_ino, 1);
+		cfs_pool_stat(fs->pool, &st);
+		cr_assert_eq(st.used_units, 2, "round %d: the unnamed file's units are not free",
+			     round);
+		cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "named"), 0);
+	}
+}
+
 Test(journal, failed_metadata_write_turns_read_only, .init = NULL, .fini = teardown)
 {
 	struct cfs_attr a;

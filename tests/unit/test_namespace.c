@@ -724,6 +724,76 @@ Test(namespace, unlink_while_open, .init = setup_small, .fini = teardown)
 	cr_assert_eq(alloc_stat().free_units, 16);
 }
 
+/* open(O_TMPFILE): a file without a name, deleted at its last release and
+ * forget unless link gave it its first name; only a linkable one may get
+ * one, only once, and never a file that was unlinked. */
+Test(namespace, tmpfile_without_a_name, .init = setup_small, .fini = teardown)
+{
+	uint64_t d = mkdir_(CFS_ROOT_INO, "d");
+	uint64_t f = mkfile(CFS_ROOT_INO, "f");
+	struct cfs_inode *in, *excl, *in2;
+	struct cfs_attr a, dir0, dir1;
+	uint64_t ino, excl_ino;
+
+	cr_assert_eq(cfs_ns_getattr(fs, d, &dir0), 0);
+	cr_assert_eq(cfs_ns_tmpfile_open(fs, d, S_IFREG | 0640, 7, 8, true, &a, &in), 0);
+	ino = a.ino;
+	cr_assert(S_ISREG(a.mode));
+	cr_assert_eq(a.mode & 07777, 0640);
+	cr_assert_eq(a.nlink, 0);
+	cr_assert_eq(a.uid, 7);
+	cr_assert_eq(a.gid, 8);
+	cr_assert_eq(cfs_ns_getattr(fs, d, &dir1), 0);
+	cr_assert_eq(dir1.mtime_ns, dir0.mtime_ns, "the directory changed");
+	cr_assert_eq(dir1.nlink, 2);
+	cr_assert_eq(cfs_ns_rmdir(fs, CFS_ROOT_INO, "d"), 0, "d holds no name");
+	d = mkdir_(CFS_ROOT_INO, "d");
+	cr_assert_eq(write_sim(in, 0, 2 * UNIT), 0);
+	cr_assert_eq(alloc_stat().used_units, 2);
+
+	/* Errors of the directory, as for a create. */
+	cr_assert_eq(cfs_ns_tmpfile_open(fs, f, 0600, 0, 0, true, &a, &in2), -ENOTDIR);
+	cr_assert_eq(cfs_ns_tmpfile_open(fs, 999, 0600, 0, 0, true, &a, &in2), -ENOENT);
+	cr_assert_eq(cfs_ns_tmpfile_open(fs, d, 0600, 0, 0, true, &a, &in2), 0);
+	cr_assert_eq(cfs_ns_rmdir(fs, CFS_ROOT_INO, "d"), 0);
+	cr_assert_eq(cfs_ns_tmpfile_open(fs, d, 0600, 0, 0, true, &a, &excl), -ENOENT,
+		     "a removed directory");
+	cfs_ns_release(fs, in2);
+	cfs_ns_forget(fs, a.ino, 1);
+	cfs_ns_forget(fs, d, 1);
+
+	/* Not linkable (O_EXCL): no name ever; deleted at release + forget. */
+	cr_assert_eq(cfs_ns_tmpfile_open(fs, CFS_ROOT_INO, 0600, 0, 0, false, &a, &excl), 0);
+	excl_ino = a.ino;
+	cr_assert_eq(cfs_ns_link(fs, excl_ino, CFS_ROOT_INO, "x", &a), -ENOENT);
+	cr_assert_eq(write_sim(excl, 0, UNIT), 0);
+	cr_assert_eq(alloc_stat().used_units, 3);
+	cfs_ns_release(fs, excl);
+	cr_assert_eq(cfs_ns_getattr(fs, excl_ino, &a), 0, "still looked up");
+	cfs_ns_forget(fs, excl_ino, 1);
+	cr_assert_eq(cfs_ns_getattr(fs, excl_ino, &a), -ENOENT);
+	cr_assert_eq(alloc_stat().used_units, 2);
+
+	/* Linkable: named once, then an ordinary file. */
+	cr_assert_eq(cfs_ns_link(fs, ino, CFS_ROOT_INO, "named", &a), 0);
+	cr_assert_eq(a.ino, ino);
+	cr_assert_eq(a.nlink, 1);
+	cr_assert_eq(cfs_ns_link(fs, ino, CFS_ROOT_INO, "second", &a), 0);
+	cr_assert_eq(a.nlink, 2);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "second"), 0);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "named"), 0);
+	cr_assert_eq(cfs_ns_link(fs, ino, CFS_ROOT_INO, "again", &a), -ENOENT,
+		     "unlinked after its first name: stays unlinked");
+	cfs_ns_release(fs, in);
+	cfs_ns_forget(fs, ino, 3);
+	cr_assert_eq(cfs_ns_getattr(fs, ino, &a), -ENOENT);
+	cr_assert_eq(alloc_stat().used_units, 0);
+
+	/* A file unlinked while open cannot be named again either. */
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "f"), 0);
+	cr_assert_eq(cfs_ns_link(fs, f, CFS_ROOT_INO, "f2", &a), -ENOENT);
+}
+
 Test(namespace, enospc_and_recovery_after_delete, .init = setup_small, .fini = teardown)
 {
 	struct cfs_inode *in, *in2;
