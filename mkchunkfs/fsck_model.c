@@ -968,8 +968,8 @@ static void check_links(struct fsck_model *m, struct minode *in)
 		}
 	} else if (in->entries == 0 && in->nlink == 0) {
 		fsck_problem(m->r, FSCK_NOTE,
-			     "orphan inode %llu (unlinked while open): freed at the next "
-			     "read-write mount",
+			     "orphan inode %llu (unlinked while open, or an O_TMPFILE file "
+			     "never linked): freed at the next read-write mount",
 			     ino);
 		m->r->need_mount = true;
 	} else if (in->entries == 0) {

@@ -68,6 +68,7 @@
 #include "fs/meta/mount.h"
 #include "fs/meta/pool.h"
 #include "fs/fuse/killpriv.h"
+#include "fs/fuse/tmpfile.h"
 #include "fs/stats/statcmd.h"
 #include "fs/fuse/transport_uring.h"
 #include "iopath/iopath.h"
@@ -1116,6 +1117,7 @@ static bool receive_some(struct cfs_loop *l, struct fuse_session *se)
 					 strerror(-res));
 			return false;
 		}
+		cfs_tmpfile_note(cfs_loop_fuse_buf(l)->mem, (size_t)res);
 		cfs_killpriv_note(cfs_loop_fuse_buf(l)->mem, (size_t)res);
 		fuse_session_process_buf(se, cfs_loop_fuse_buf(l));
 		if (fuse_session_exited(se))

@@ -53,6 +53,7 @@
 #include "fs/meta/journal.h"
 #include "fs/meta/namespace.h"
 #include "fs/fuse/killpriv.h"
+#include "fs/fuse/tmpfile.h"
 #include "fs/fuse/xattr.h"
 
 #define FS() (cfs_daemon.fs)
@@ -563,7 +564,15 @@ static void cfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	struct cfs_attr attr;
 	int ret;
 
-	ret = cfs_ns_create_open(FS(), parent, name, mode, ctx->uid, ctx->gid, &attr, &inode);
+	/* open(O_TMPFILE) comes here too (fs/fuse/tmpfile.h), with no real
+	 * name: the file is born unlinked; only without O_EXCL may linkat()
+	 * name it later (the kernel checks that too). */
+	if (cfs_tmpfile_requested())
+		ret = cfs_ns_tmpfile_open(FS(), parent, mode, ctx->uid, ctx->gid,
+					  !(fi->flags & O_EXCL), &attr, &inode);
+	else
+		ret = cfs_ns_create_open(FS(), parent, name, mode, ctx->uid, ctx->gid, &attr,
+					 &inode);
 	if (ret) {
 		cfs_reply_err(req, ret);
 		return;

@@ -39,6 +39,7 @@
 #include "fs/fuse/daemon.h"
 #include "fs/fuse/data.h"
 #include "fs/fuse/killpriv.h"
+#include "fs/fuse/tmpfile.h"
 #include "fs/fuse/transport_uring.h"
 #include "fs/fuse/unique_map.h"
 
@@ -538,6 +539,7 @@ static void dispatch(struct cfs_uring_loop *u, struct ent *e)
 	u->ring_requests++;
 	cfs_unique_map_insert(&T.uniques, e->unique, e);
 	tls_cur = e;
+	cfs_tmpfile_note(buf.mem, buf.size);
 	cfs_killpriv_note(buf.mem, buf.size);
 	fuse_session_process_buf(T.se, &buf);
 	tls_cur = NULL;
