@@ -760,6 +760,13 @@ uint32_t fsck_model_pending_records(const struct fsck_model *m)
 
 /* ---- the check ------------------------------------------------------------------ */
 
+static int inode_cmp(const void *a, const void *b)
+{
+	const struct minode *x = *(struct minode *const *)a, *y = *(struct minode *const *)b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
 static int dirent_cmp(const void *a, const void *b)
 {
 	const struct mdirent *x = *(struct mdirent *const *)a, *y = *(struct mdirent *const *)b;
@@ -999,6 +1006,10 @@ int fsck_model_check(struct fsck_model *m)
 
 	if (!inodes || !ents)
 		goto out_free;
+	/* In a fixed order (by inode; by directory and cookie), not the
+	 * tables': the report lists its problems in the same order every run. */
+	qsort(inodes, ni, sizeof(*inodes), inode_cmp);
+	qsort(ents, nd, sizeof(*ents), dirent_cmp);
 	m->r->inodes = ni;
 	m->r->units_total = m->g.unit_count;
 	if (m->g.store_count) { /* a pool: its stores' units, not the gaps */
@@ -1056,7 +1067,6 @@ int fsck_model_check(struct fsck_model *m)
 		if (S_ISDIR(t->mode) && dir)
 			dir->subdirs++;
 	}
-	qsort(ents, nd, sizeof(*ents), dirent_cmp);
 	ret = check_reach(m, ents, nd, root);
 	if (ret)
 		goto out_free;
