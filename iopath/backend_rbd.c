@@ -48,7 +48,13 @@
  * (chunkfs is O_DIRECT storage for databases that cache for themselves:
  * librbd's writeback cache would add a copy and make every flush a write)
  * and client_mount_timeout=10 (an unreachable cluster is an error in
- * seconds, not in five minutes).
+ * seconds, not in five minutes). librbd's copy of each write buffer stays
+ * (rbd_disable_zero_copy_writes keeps its default, true): with zero-copy
+ * writes, librbd (Ceph 16) holds a write's completion until the last
+ * reference to the caller's buffer is gone, and a write it fails in its
+ * exclusive-lock layer (this client blocklisted) never completed: the fenced
+ * daemon's write hung instead of failing with EIO (ceph_takeover.sh, 3 runs
+ * of 6).
  *
  * Geometry: 512-byte logical sectors (librbd takes any byte range; 512 is
  * what a database's O_DIRECT expects of a disk), 4096-byte physical sectors

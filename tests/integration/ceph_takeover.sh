@@ -81,6 +81,11 @@ CFS_MOUNT_WRAP=$other_host cfs_mount "$src" "$CFS_WORK/c" takeover
 grep -q "taking over from chunkfs on host $(hostname) (pid 1," "$CFS_WORK/chunkfs-c.log" ||
 	{ cfs_daemon_log "$CFS_WORK/c"; cfs_fail "C did not say it took the store from B"; }
 kill -CONT "$b_daemon"
+# Bounded: a write the fenced daemon never answers fails here, not at the
+# suite's timeout with the mount left behind.
+for ((i = 0; i < 600; i++)); do kill -0 $b_write 2>/dev/null || break; sleep 0.1; done
+kill -0 $b_write 2>/dev/null &&
+	{ cfs_daemon_log "$CFS_WORK/b"; cfs_fail "B's write still waits 60 s after B thawed (fenced: it must fail with EIO)"; }
 wait $b_write && cfs_fail "B's write succeeded after C took the store over"
 grep -q "Input/output error" "$CFS_WORK/b-write.err" ||
 	cfs_fail "B's write failed, but not with EIO: $(cat "$CFS_WORK/b-write.err")"
