@@ -40,6 +40,10 @@ int cfs_rbd_name_parse(const char *source, struct cfs_rbd_name *name, const char
 		return -EINVAL;
 	}
 	spec = source + strlen(CFS_RBD_PREFIX);
+	if (strchr(spec, ',')) { /* SRC1,SRC2: a pool's stores (fs/POOLS.md) */
+		*why = "a ',' lists a pool's stores, and an RBD image cannot be one of them (yet)";
+		return -EINVAL;
+	}
 	if (strchr(spec, '@')) {
 		*why = "snapshots (IMAGE@SNAP) cannot hold a store: name the image itself";
 		return -EINVAL;

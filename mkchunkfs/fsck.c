@@ -750,6 +750,14 @@ int main(int argc, char **argv)
 			return FSCK_EXIT_USAGE;
 		}
 		c.path_count = (unsigned)ret;
+		for (unsigned i = 0; i < c.path_count; i++) {
+			if (cfs_source_is_rbd(c.paths[i])) {
+				say("%s: an RBD image cannot be one of a pool's stores (yet)",
+				    c.paths[i]);
+				free(c.path_list);
+				return FSCK_EXIT_USAGE;
+			}
+		}
 		if (cfs_pool_check_distinct(c.paths, c.path_count, err, sizeof(err))) {
 			say("%s", err);
 			free(c.path_list);

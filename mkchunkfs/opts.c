@@ -401,6 +401,10 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 			cfs_mkfs_err_add(errs, "--join: an RBD image cannot be one of a pool's "
 					       "stores (yet)");
 	}
+	if (opts->join && cfs_source_is_rbd(opts->join))
+		cfs_mkfs_err_add(errs,
+				 "--join %s: an RBD image cannot be one of a pool's stores (yet)",
+				 opts->join);
 
 	return errs->count ? -EINVAL : 0;
 }

@@ -7,7 +7,7 @@
 #   exclusive-lock feature, an image held by a live chunkfs (a second mount,
 #   mkchunkfs and fsck.chunkfs all refused, naming its host and pid, and the
 #   holder's store unharmed), malformed names and Ceph options on a local
-#   store (usage errors, exit 1).
+#   store (usage errors, exit 1), an RBD image named among a pool's stores.
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 cfs_require_fuse
@@ -110,4 +110,14 @@ img=$(cfs_image 64M)
 refused "$CFS_BIN/chunkfs" "$img" "$mnt" -o takeover -- "are for RBD stores (rbd:POOL/IMAGE)" 1 5
 refused "$CFS_BIN/mkchunkfs" --id admin "$img" -- "--ceph-conf, --id and --cluster are for RBD images" 1 5
 refused "$CFS_BIN/fsck.chunkfs" --ceph-conf /etc/ceph/ceph.conf "$img" -- "are for RBD stores" 16 5
+
+cfs_log "an RBD image among a pool's stores (not yet possible)"
+pool_no="an RBD image cannot be one of a pool's stores (yet)"
+good_sum=$(cfs_rbd_sum "$good")
+refused "$CFS_BIN/chunkfs" "$img,$good" "$mnt" -- "$good: $pool_no" 32 5
+refused "$CFS_BIN/chunkfs" "$good,$img" "$mnt" -- "a ',' lists a pool's stores, and an RBD image cannot be one of them (yet)" 1 5
+refused "$CFS_BIN/fsck.chunkfs" "$img,$good" -- "$good: $pool_no" 16 5
+refused "$CFS_BIN/mkchunkfs" -L d1 --join "$img" "$good" -- "--join: $pool_no" 1 5
+refused "$CFS_BIN/mkchunkfs" -L d1 --join "$good" "$img" -- "--join $good: $pool_no" 1 5
+[ "$(cfs_rbd_sum "$good")" = "$good_sum" ] || cfs_fail "the refusals changed $good"
 cfs_log "ok"
