@@ -88,20 +88,19 @@ run_golden() {
 	[ "$f" -gt 0 ] && { note_fail golden; grep -aA15 '^FAIL ' "$out" | head -n 60 | sed 's/^/    /'; }
 }
 
-# The Ceph tests (ceph_*.sh) share one throw-away cluster, started here once
-# when any of them is selected and Ceph is installed (tests/lib/ceph.sh); a
-# test run alone starts its own. Removed at the end, or by its watcher if
-# this script is killed.
+# The Ceph tests (ceph_*.sh) share one throw-away cluster (tests/lib/ceph.sh),
+# started once before the first of them when Ceph is installed and stopped
+# after the last, so the other tests do not run beside its daemons; a test
+# run alone starts its own. Removed by its watcher if this script is killed.
+ceph_shared_tried=
+ceph_shared_t0=
 ceph_shared_start() {
-	local t want= start
-	for t in "$root"/tests/integration/ceph_*.sh; do
-		[ -x "$t" ] || continue
-		if [ -z "${CFS_TEST_FILTER:-}" ] || [[ $(basename "$t" .sh) =~ $CFS_TEST_FILTER ]]; then
-			want=1
-		fi
-	done
-	[ -n "$want" ] && [ "$(id -u)" -eq 0 ] && command -v ceph-mon >/dev/null &&
-		command -v ceph-osd >/dev/null || return 0
+	local start
+	[ -z "$ceph_shared_tried" ] || return 0
+	ceph_shared_tried=1
+	ceph_shared_t0=$(date +%s)
+	[ "$(id -u)" -eq 0 ] && command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null ||
+		return 0
 	CFS_CEPH_DIR=$(mktemp -d "${CFS_TEST_TMPDIR:-/var/tmp}/chunkfs-ceph.XXXXXX")
 	export CFS_CEPH_DIR
 	start=$(date +%s)
@@ -116,6 +115,10 @@ ceph_shared_start() {
 }
 
 ceph_shared_stop() {
+	if [ -n "$ceph_shared_t0" ]; then
+		echo "ceph: the Ceph tests took $(($(date +%s) - ceph_shared_t0)) s, the cluster's start included"
+		ceph_shared_t0=
+	fi
 	[ -n "${CFS_CEPH_DIR:-}" ] || return 0
 	( . "$root/tests/lib/ceph.sh" && ceph_cluster_stop "$CFS_CEPH_DIR" )
 	unset CFS_CEPH_DIR
@@ -123,13 +126,16 @@ ceph_shared_stop() {
 
 run_integration() {
 	local t name out rc start
-	ceph_shared_start
 	for t in "$root"/tests/integration/*.sh; do
 		[ -x "$t" ] || continue
 		name=$(basename "$t" .sh)
 		if [ -n "${CFS_TEST_FILTER:-}" ] && ! [[ $name =~ $CFS_TEST_FILTER ]]; then
 			continue
 		fi
+		case $name in
+		ceph_*) ceph_shared_start ;;
+		*) ceph_shared_stop ;;
+		esac
 		out=$logdir/integration-$name.log
 		start=$(date +%s)
 		timeout -k 20 "${CFS_TEST_TIMEOUT:-600}" "$t" </dev/null >"$out" 2>&1
