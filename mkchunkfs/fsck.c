@@ -525,6 +525,7 @@ static int check_store(struct fsck *c)
 	g.sector_bytes = c->sb.logical_sector_bytes;
 	g.max_file_units = eg.max_units;
 	g.incompat = c->sb.incompat;
+	g.physical_sector_bytes = c->sb.physical_sector_bytes;
 	if (fsck_model_create(&g, &c->r, &m))
 		return FSCK_EXIT_OPERATIONAL;
 	ret = check_snapshot(c, m, seed);

@@ -84,10 +84,11 @@ struct fsck_geom {
 	 * one store's range. NULL/0 for a single store. */
 	const struct cfs_store_entry *stores;
 	uint32_t store_count;
-	uint32_t unit_bytes;	 /* allocation unit */
-	uint32_t sector_bytes;	 /* logical sector: written-state granularity */
-	uint64_t max_file_units; /* a file's map reaches this far */
-	uint64_t incompat;	 /* the superblock's incompat features */
+	uint32_t unit_bytes;		/* allocation unit */
+	uint32_t sector_bytes;		/* logical sector: written-state granularity */
+	uint64_t max_file_units;	/* a file's map reaches this far */
+	uint64_t incompat;		/* the superblock's incompat features */
+	uint32_t physical_sector_bytes; /* pieces are at least this */
 };
 
 struct fsck_model;

@@ -12,7 +12,8 @@
  * (a payload too short for its type, an invalid type, a mapping outside the
  * data region, a written-state range beyond its unit) is an error here.
  *
- * Main invariant of the check: every data unit has at most one owner, every
+ * Main invariant of the check: every data unit has at most one owner (a
+ * unit holding pieces: every byte of it, and no file maps it whole), every
  * directory entry names a live inode, every inode's link count equals the
  * entries naming it (directories: 2 + subdirectories), every directory but
  * the root has exactly one entry, and every directory is reachable from the
@@ -57,6 +58,8 @@
 #define P_XATTR 24u
 #define P_XATTR_RM 16u
 #define P_PLACE 32u
+#define P_PIECE 32u
+#define M_PIECE_MIN 4096u /* the format's smallest piece */
 
 /* The tables start at 1024 buckets and double as they fill (fs/base/hash.h). */
 #define TABLE_BITS 10
@@ -66,15 +69,19 @@
 enum { WS_NONE, WS_ALL, WS_BITMAP };
 
 /* A run of mapped units of one inode: file units [fu, +count) -> store units
- * [su, +count), one state; a WS_BITMAP run is one unit. The model keeps its
- * memory proportional to the runs, as the daemon does, so a 100 TB store of
- * large chunks is checked in seconds. */
+ * [su, +count), one state; a WS_BITMAP run is one unit, and so is a piece
+ * (pbytes != 0: the file unit maps [poff, +pbytes) of store unit su; its
+ * state covers the piece's sectors). The model keeps its memory
+ * proportional to the runs, as the daemon does, so a 100 TB store of large
+ * chunks is checked in seconds. */
 struct mrun {
 	uint64_t fu;
 	uint64_t count;
 	uint64_t su;
 	int state;     /* WS_* */
 	uint8_t *bits; /* WS_BITMAP: sectors_per_unit bits, LSB first */
+	uint32_t poff; /* a piece: where in su */
+	uint32_t pbytes;
 };
 
 struct minode {
@@ -307,11 +314,11 @@ static int runlist_add(struct runlist *l, struct mrun r)
 {
 	if (r.count == 0)
 		return 0;
-	if (l->n && r.state != WS_BITMAP) {
+	if (l->n && r.state != WS_BITMAP && !r.pbytes) {
 		struct mrun *last = &l->e[l->n - 1];
 
 		if (last->state == r.state && last->fu + last->count == r.fu &&
-		    last->su + last->count == r.su) {
+		    last->su + last->count == r.su && !last->pbytes) {
 			last->count += r.count;
 			return 0;
 		}
@@ -329,10 +336,16 @@ static int runlist_add(struct runlist *l, struct mrun r)
 	return 0;
 }
 
-/* The part [a, b) of run r (bits move with a one-unit run). */
+/* The part [a, b) of run r (bits and a piece move with a one-unit run). */
 static struct mrun run_piece(const struct mrun *r, uint64_t a, uint64_t b)
 {
-	return (struct mrun){a, b - a, r->su + (a - r->fu), r->state, r->bits};
+	return (struct mrun){a, b - a, r->su + (a - r->fu), r->state, r->bits, r->poff, r->pbytes};
+}
+
+/* Sectors a run's unit holds: the unit's, or its piece's. */
+static uint32_t run_sectors(const struct fsck_model *m, const struct mrun *r)
+{
+	return r->pbytes ? r->pbytes / m->g.sector_bytes : m->sectors_per_unit;
 }
 
 /* Replace runs [lo, hi) of in by l's (which takes their place, in order). */
@@ -358,16 +371,21 @@ static int runs_splice(struct minode *in, size_t lo, size_t hi, struct runlist *
 	return 0;
 }
 
-enum span_op { SPAN_MAP, SPAN_UNMAP, SPAN_ALL };
+enum span_op { SPAN_MAP, SPAN_UNMAP, SPAN_ALL, SPAN_PIECE };
 
 /*
  * Apply one range operation to in's runs over file units [fu, fu + count):
  *   SPAN_MAP   map store units [su, +count): units already mapping su + offset
- *              keep their written-state, the rest become unwritten mappings;
+ *              (whole) keep their written-state, the rest become unwritten
+ *              mappings;
  *   SPAN_UNMAP the range becomes holes;
- *   SPAN_ALL   units mapping su + offset become wholly written.
+ *   SPAN_ALL   units mapping su + offset (whole or a piece of it) become
+ *              wholly written;
+ *   SPAN_PIECE (count 1) map the piece [poff, +pbytes) of su: kept if it is
+ *              the mapping already, else an unwritten mapping.
  */
-static int apply_span(struct minode *in, enum span_op op, uint64_t fu, uint64_t su, uint64_t count)
+static int apply_span(struct minode *in, enum span_op op, uint64_t fu, uint64_t su, uint64_t count,
+		      uint32_t poff, uint32_t pbytes)
 {
 	uint64_t end = fu + count, pos = fu;
 	size_t lo = run_index(in, fu), core_end = lo, first, last;
@@ -386,18 +404,20 @@ static int apply_span(struct minode *in, enum span_op op, uint64_t fu, uint64_t 
 		uint64_t a = r->fu > fu ? r->fu : fu;
 		uint64_t b = r->fu + r->count < end ? r->fu + r->count : end;
 		struct mrun part = run_piece(r, a, b);
-		bool same = part.su == su + (a - fu);
+		bool mapping = op == SPAN_MAP || op == SPAN_PIECE;
+		bool same = part.su == su + (a - fu) &&
+			    (op == SPAN_ALL || (part.poff == poff && part.pbytes == pbytes));
 
 		if (r->fu < fu)
 			ret = runlist_add(&l, run_piece(r, r->fu, fu));
-		if (op == SPAN_MAP && a > pos)
+		if (mapping && a > pos)
 			ret = ret
 				      ?: runlist_add(&l,
 						     (struct mrun){pos, a - pos, su + (pos - fu),
-								   WS_NONE, NULL});
-		if (op == SPAN_UNMAP || (op == SPAN_MAP && !same)) {
+								   WS_NONE, NULL, poff, pbytes});
+		if (op == SPAN_UNMAP || (mapping && !same)) {
 			free(part.bits);
-			part = (struct mrun){a, b - a, su + (a - fu), WS_NONE, NULL};
+			part = (struct mrun){a, b - a, su + (a - fu), WS_NONE, NULL, poff, pbytes};
 		} else if (op == SPAN_ALL && same) {
 			free(part.bits);
 			part.bits = NULL;
@@ -409,9 +429,9 @@ static int apply_span(struct minode *in, enum span_op op, uint64_t fu, uint64_t 
 		if (r->fu + r->count > end)
 			ret = ret ?: runlist_add(&l, run_piece(r, end, r->fu + r->count));
 	}
-	if (op == SPAN_MAP && pos < end && !ret)
-		ret = runlist_add(&l,
-				  (struct mrun){pos, end - pos, su + (pos - fu), WS_NONE, NULL});
+	if ((op == SPAN_MAP || op == SPAN_PIECE) && pos < end && !ret)
+		ret = runlist_add(&l, (struct mrun){pos, end - pos, su + (pos - fu), WS_NONE, NULL,
+						    poff, pbytes});
 	for (size_t i = core_end; i < last && !ret; i++)
 		ret = runlist_add(&l, in->runs[i]);
 	if (!ret)
@@ -445,7 +465,7 @@ static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
 			return 0;
 		if (count > m->g.max_file_units - file_unit)
 			count = m->g.max_file_units - file_unit;
-		return apply_span(in, SPAN_UNMAP, file_unit, 0, count);
+		return apply_span(in, SPAN_UNMAP, file_unit, 0, count, 0, 0);
 	}
 	/* Checked before the inode: these records can never be valid. */
 	if (count == 0 || count > m->g.unit_count || store_unit > m->g.unit_count - count ||
@@ -455,7 +475,34 @@ static int apply_extent(struct fsck_model *m, uint16_t type, const uint8_t *p)
 		return bad_record(m, "mapping beyond the largest file"), 0;
 	if (!in || !S_ISREG(in->mode))
 		return 0;
-	return apply_span(in, SPAN_MAP, file_unit, store_unit, count);
+	return apply_span(in, SPAN_MAP, file_unit, store_unit, count, 0, 0);
+}
+
+static bool pow2(uint32_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+static int apply_piece(struct fsck_model *m, const uint8_t *p)
+{
+	uint64_t ino = get64(p), file_unit = get64(p + 8), store_unit = get64(p + 16);
+	uint32_t poff = get32(p + 24), pbytes = get32(p + 28);
+	struct minode *in;
+
+	if (!(m->g.incompat & CFS_FEAT_INCOMPAT_PIECES))
+		return bad_record(m, "piece record on a store without the pieces feature"), 0;
+	if (store_unit >= m->g.unit_count || !in_one_store(&m->g, store_unit, 1))
+		return bad_record(m, "mapping to a unit beyond the data region"), 0;
+	if (file_unit >= m->g.max_file_units)
+		return bad_record(m, "mapping beyond the largest file"), 0;
+	if (!pow2(pbytes) || pbytes < M_PIECE_MIN || pbytes < m->g.sector_bytes ||
+	    pbytes < m->g.physical_sector_bytes || pbytes > m->g.unit_bytes / 2 || poff % pbytes ||
+	    poff > m->g.unit_bytes - pbytes)
+		return bad_record(m, "piece record with a piece it cannot hold (size or place)"), 0;
+	in = inode_find(m, ino);
+	if (!in || !S_ISREG(in->mode))
+		return 0;
+	return apply_span(in, SPAN_PIECE, file_unit, store_unit, 1, poff, pbytes);
 }
 
 static int apply_written_run(struct fsck_model *m, const uint8_t *p)
@@ -474,7 +521,7 @@ static int apply_written_run(struct fsck_model *m, const uint8_t *p)
 	in = inode_find(m, ino);
 	if (!in || !S_ISREG(in->mode))
 		return 0;
-	return apply_span(in, SPAN_ALL, file_unit, store_unit, count);
+	return apply_span(in, SPAN_ALL, file_unit, store_unit, count, 0, 0);
 }
 
 static bool bit_get(const uint8_t *b, uint32_t i)
@@ -493,13 +540,13 @@ static void bit_put(uint8_t *b, uint32_t i, bool v)
 /* NONE/ALL with every bit the same, else a bitmap. */
 static void ws_normalize(struct fsck_model *m, struct mrun *u)
 {
-	uint32_t set = 0;
+	uint32_t set = 0, n = run_sectors(m, u);
 
 	if (u->state != WS_BITMAP)
 		return;
-	for (uint32_t i = 0; i < m->sectors_per_unit; i++)
+	for (uint32_t i = 0; i < n; i++)
 		set += bit_get(u->bits, i);
-	if (set == 0 || set == m->sectors_per_unit) {
+	if (set == 0 || set == n) {
 		u->state = set ? WS_ALL : WS_NONE;
 		free(u->bits);
 		u->bits = NULL;
@@ -532,6 +579,12 @@ static int apply_written(struct fsck_model *m, const uint8_t *p, uint32_t n)
 	r = &in->runs[i];
 	if (r->fu > file_unit || r->su + (file_unit - r->fu) != store_unit)
 		return 0; /* about a mapping that is gone */
+	/* A piece of the unit counts as it; sectors past the piece are
+	 * ignored (a record of an earlier, larger mapping of the unit). */
+	if (first >= run_sectors(m, r))
+		return 0;
+	if (count > run_sectors(m, r) - first)
+		count = run_sectors(m, r) - first;
 	u = run_piece(r, file_unit, file_unit + 1);
 	u.bits = r->state == WS_BITMAP ? r->bits : NULL;
 	if (u.state != WS_BITMAP) {
@@ -611,6 +664,7 @@ static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t
 		[CFS_LOG_XATTR_REMOVE] = P_XATTR_RM,	 [CFS_LOG_EXTENT_MAP] = P_EXTENT,
 		[CFS_LOG_EXTENT_UNMAP] = P_EXTENT,	 [CFS_LOG_EXTENT_WRITTEN] = P_WRITTEN,
 		[CFS_LOG_EXTENT_WRITTEN_RUN] = P_EXTENT, [CFS_LOG_INODE_PLACE] = P_PLACE,
+		[CFS_LOG_EXTENT_MAP_PIECE] = P_PIECE,
 	};
 
 	if (type == CFS_LOG_NOOP || type == CFS_LOG_COMMIT || type >= M_TYPE_PRIVATE)
@@ -677,6 +731,8 @@ static int apply(struct fsck_model *m, uint16_t type, const uint8_t *p, uint32_t
 		return apply_written(m, p, n);
 	case CFS_LOG_EXTENT_WRITTEN_RUN:
 		return apply_written_run(m, p);
+	case CFS_LOG_EXTENT_MAP_PIECE:
+		return apply_piece(m, p);
 	case CFS_LOG_INODE_PLACE:
 		/* Placement only steers where new units go (a file mid-move has
 		 * units on two stores, which is valid); a store that left the
@@ -797,25 +853,27 @@ static void **table_list(const struct cfs_htable *t, size_t link_offset)
 static int64_t last_written(const struct fsck_model *m, const struct mrun *u)
 {
 	if (u->state == WS_ALL)
-		return (int64_t)m->sectors_per_unit - 1;
+		return (int64_t)run_sectors(m, u) - 1;
 	if (u->state == WS_NONE)
 		return -1;
-	for (int64_t i = (int64_t)m->sectors_per_unit - 1; i >= 0; i--)
+	for (int64_t i = (int64_t)run_sectors(m, u) - 1; i >= 0; i--)
 		if (bit_get(u->bits, (uint32_t)i))
 			return i;
 	return -1;
 }
 
-/* Every run of every inode, by store unit: overlaps are units with two owners. */
+/* Every run of every inode as bytes of the unit space [start, end) (pool
+ * addresses of units stay below 2^62: FORMAT.md 3.4), sorted: overlaps are
+ * bytes with two owners. */
 struct owned {
-	uint64_t su, count, ino, fu;
+	uint64_t start, end, ino, fu;
 };
 
 static int owned_cmp(const void *a, const void *b)
 {
 	const struct owned *x = a, *y = b;
 
-	return x->su < y->su ? -1 : x->su > y->su;
+	return x->start < y->start ? -1 : x->start > y->start;
 }
 
 static int check_units(struct fsck_model *m, struct minode **inodes, size_t count)
@@ -835,8 +893,8 @@ static int check_units(struct fsck_model *m, struct minode **inodes, size_t coun
 
 		for (size_t k = 0; k < in->nruns; k++) {
 			struct mrun *u = &in->runs[k];
-			int64_t last = u->state == WS_ALL ? (int64_t)m->sectors_per_unit - 1
-							  : last_written(m, u);
+			int64_t last = last_written(m, u);
+			uint64_t start = u->su * m->g.unit_bytes + u->poff;
 			uint64_t last_fu = u->fu + u->count - 1;
 
 			if (u->su >= m->g.unit_count || u->count > m->g.unit_count - u->su ||
@@ -847,7 +905,9 @@ static int check_units(struct fsck_model *m, struct minode **inodes, size_t coun
 					     (unsigned long long)u->su);
 				continue;
 			}
-			all[n++] = (struct owned){u->su, u->count, in->ino, u->fu};
+			all[n++] = (struct owned){
+				start, start + (u->pbytes ? u->pbytes : u->count * m->g.unit_bytes),
+				in->ino, u->fu};
 			/* Written sectors past EOF would come back as data if
 			 * the file grew again; truncate clears them. */
 			if (last >= 0 &&
@@ -868,23 +928,28 @@ static int check_units(struct fsck_model *m, struct minode **inodes, size_t coun
 	qsort(all, n, sizeof(*all), owned_cmp);
 	{
 		uint64_t reach = 0, owner = 0; /* end of the runs so far, and whose */
+		uint64_t next_unit = 0;	       /* units below are counted as used */
+		uint64_t ub = m->g.unit_bytes;
 
 		for (size_t i = 0; i < n; i++) {
-			uint64_t end = all[i].su + all[i].count;
-			uint64_t fresh =
-				end > reach ? end - (all[i].su > reach ? all[i].su : reach) : 0;
+			uint64_t first = all[i].start / ub, last = (all[i].end - 1) / ub;
 
-			if (i && all[i].su < reach)
+			if (i && all[i].start < reach)
 				fsck_problem(m->r, FSCK_ERROR,
 					     "data unit %llu is mapped by inode %llu and by inode "
 					     "%llu (file unit %llu)",
-					     (unsigned long long)all[i].su,
+					     (unsigned long long)(all[i].start / ub),
 					     (unsigned long long)owner,
 					     (unsigned long long)all[i].ino,
 					     (unsigned long long)all[i].fu);
-			m->r->units_used += fresh;
-			if (end > reach) {
-				reach = end;
+			if (first < next_unit)
+				first = next_unit;
+			if (last >= first) {
+				m->r->units_used += last - first + 1;
+				next_unit = last + 1;
+			}
+			if (all[i].end > reach) {
+				reach = all[i].end;
 				owner = all[i].ino;
 			}
 		}

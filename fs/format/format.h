@@ -70,13 +70,22 @@
  *       records (a run of wholly written units in one record); mkchunkfs sets
  *       it on new stores. Without it the daemon writes one EXTENT_WRITTEN
  *       record per written unit, which every chunkfs reads.
+ *   CFS_FEAT_INCOMPAT_PIECES  the metadata may hold EXTENT_MAP_PIECE
+ *       records: a file unit mapped to a power-of-two piece of a store unit
+ *       (files smaller than half a unit take less than a unit).
  */
 #define CFS_FEAT_INCOMPAT_POOL		(1ull << 0)
 #define CFS_FEAT_INCOMPAT_WRITTEN_RUNS	(1ull << 1)
+#define CFS_FEAT_INCOMPAT_PIECES	(1ull << 2)
 
 #define CFS_FEAT_COMPAT_SUPPORTED	0ull
 #define CFS_FEAT_RO_COMPAT_SUPPORTED	0ull
-#define CFS_FEAT_INCOMPAT_SUPPORTED	(CFS_FEAT_INCOMPAT_POOL | CFS_FEAT_INCOMPAT_WRITTEN_RUNS)
+#define CFS_FEAT_INCOMPAT_SUPPORTED	(CFS_FEAT_INCOMPAT_POOL | CFS_FEAT_INCOMPAT_WRITTEN_RUNS | \
+					 CFS_FEAT_INCOMPAT_PIECES)
+
+/* The smallest piece an EXTENT_MAP_PIECE record may name (and at least the
+ * physical sector). */
+#define CFS_PIECE_MIN_BYTES		4096u
 
 /* Positive return of cfs_sb_decode / cfs_sb_pick / cfs_sb_check_mountable:
  * the superblock is valid but has ro_compat features this code does not
@@ -158,6 +167,8 @@ enum cfs_log_type {
 	CFS_LOG_ALLOC_FREE = 68,
 	CFS_LOG_EXTENT_WRITTEN_RUN = 69, /* a run of units wholly written
 					  * (incompat WRITTEN_RUNS) */
+	CFS_LOG_EXTENT_MAP_PIECE = 70,	/* a file unit -> a piece of a store
+					 * unit (incompat PIECES) */
 
 	CFS_LOG_TYPE_PRIVATE = 0x8000,
 };

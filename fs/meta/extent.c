@@ -23,6 +23,11 @@
  *     write is lost outside the cleared range.
  *   - bitmap->set_count is the number of set bits: every bit transition is
  *     counted by the thread whose fetch_or / copy observed it.
+ *   - Pieces: a run with a piece code maps one file unit to a part of a
+ *     store unit; it never merges with a neighbour. Its record is keyed by
+ *     (file unit, store unit, piece code), its bitmap covers the piece's
+ *     sectors (bitmap->limit), and ALL means all of those. Sectors past a
+ *     piece are a hole.
  *   - Inserting or removing a record and publishing a base happen under
  *     map->lock. A base change that makes a unit ALL is published before its
  *     record leaves the table; one that makes an ALL unit partly written
@@ -68,10 +73,32 @@ struct rhead {
 
 struct run {
 	uint64_t fu;	/* first file unit */
-	uint64_t count; /* >= 1 */
+	uint64_t count; /* >= 1 (1 for a piece) */
 	uint64_t su;	/* first store unit */
-	uint64_t all;	/* 1: every sector written; 0: NONE (records may add) */
+	uint32_t all;	/* 1: every sector written; 0: NONE (records may add) */
+	uint32_t piece; /* 0: whole units; else piece_code() of a piece of su */
 };
+
+/* A piece as one word: log2 of its bytes in bits 0-4, its index (offset /
+ * bytes) above. 0 is a whole unit. */
+#define PIECE_ANY UINT32_MAX /* matches any piece of a unit, and the whole unit */
+
+static inline uint32_t piece_code(uint32_t offset_bytes, uint32_t bytes)
+{
+	uint32_t shift = bytes ? 31u - (uint32_t)__builtin_clz(bytes) : 0;
+
+	return bytes ? ((offset_bytes >> shift) << 5) | shift : 0;
+}
+
+static inline uint32_t piece_bytes_of(uint32_t code)
+{
+	return code ? 1u << (code & 31u) : 0;
+}
+
+static inline uint32_t piece_offset_of(uint32_t code)
+{
+	return code ? (code >> 5) << (code & 31u) : 0;
+}
 
 struct leaf {
 	struct rhead r;
@@ -91,13 +118,16 @@ struct ws_bitmap {
 	struct rhead r;
 	_Atomic uint32_t set_count; /* bits set */
 	_Atomic uint32_t frozen;    /* being replaced under the inode lock */
-	_Atomic uint64_t words[];   /* sectors_per_unit bits */
+	uint32_t limit;		    /* [const] sectors: sectors_per_unit, or a
+				     * piece's; set_count == limit is ALL */
+	_Atomic uint64_t words[];   /* limit bits */
 };
 
 struct xunit {
 	struct rhead r;
 	uint64_t fu;		    /* [const] */
 	uint64_t su;		    /* [const] */
+	uint32_t piece;		    /* [const] piece code, 0: the whole unit */
 	_Atomic uintptr_t ws;	    /* WS_ALL, WS_SEALED or struct ws_bitmap * */
 	_Atomic uint32_t flags;	    /* XU_* */
 	struct xunit *dirty_next;   /* dirty stack link */
@@ -120,6 +150,8 @@ struct cfs_extent_map {
 	_Atomic(struct top *) top;
 	_Atomic(struct tab *) tab;
 	_Atomic uint64_t mapped_units;
+	_Atomic uint64_t piece_runs;	    /* file units mapped to pieces */
+	_Atomic uint64_t piece_bytes;	    /* their bytes */
 	pthread_mutex_t lock;		    /* base changes, table changes */
 	_Atomic(struct xunit *) dirty_head; /* Treiber stack: push any thread, pop all */
 	_Atomic uint32_t map_dirty;	    /* notify sent since the last collect */
@@ -144,6 +176,12 @@ static inline struct ws_bitmap *ws_bitmap(uintptr_t ws)
 static inline uint32_t words_per_unit(const struct cfs_extent_geom *g)
 {
 	return (g->sectors_per_unit + 63) / 64;
+}
+
+/* Sectors a mapping with piece code `piece` holds. */
+static inline uint32_t sectors_of(const struct cfs_extent_geom *g, uint32_t piece)
+{
+	return piece ? piece_bytes_of(piece) >> g->sector_shift : g->sectors_per_unit;
 }
 
 /* fu << shift, saturated (file units up to 2^41, units up to 2^30). */
@@ -278,13 +316,16 @@ static bool reclaim(struct cfs_extent_map *map)
 
 /* ---- bitmaps and records ------------------------------------------------------------- */
 
-static struct ws_bitmap *bitmap_new(struct cfs_extent_map *map)
+/* A cleared bitmap of limit sectors. */
+static struct ws_bitmap *bitmap_new(uint32_t limit)
 {
-	size_t bytes = sizeof(struct ws_bitmap) + words_per_unit(map->geom) * sizeof(uint64_t);
+	size_t bytes = sizeof(struct ws_bitmap) + (limit + 63) / 64 * sizeof(uint64_t);
 	struct ws_bitmap *bm = calloc(1, bytes);
 
-	if (bm)
+	if (bm) {
 		bm->r.bytes = (uint32_t)bytes;
+		bm->limit = limit;
+	}
 	return bm;
 }
 
@@ -322,8 +363,10 @@ static void mark_dirty(struct cfs_extent_map *map, struct xunit *u)
 		map->notify(map->notify_arg);
 }
 
-/* A record for (fu, su) whose state is ws (a bitmap of the caller's, or ALL). */
-static struct xunit *xunit_new(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uintptr_t ws)
+/* A record for (fu, su, piece) whose state is ws (a bitmap of the caller's,
+ * or ALL). */
+static struct xunit *xunit_new(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint32_t piece,
+			       uintptr_t ws)
 {
 	struct xunit *u = calloc(1, sizeof(*u));
 
@@ -332,6 +375,7 @@ static struct xunit *xunit_new(struct cfs_extent_map *map, uint64_t fu, uint64_t
 	u->r.bytes = sizeof(*u);
 	u->fu = fu;
 	u->su = su;
+	u->piece = piece;
 	atomic_init(&u->ws, ws);
 	atomic_fetch_add(&map->record_bytes,
 			 sizeof(*u) + (ws_is_bitmap(ws) ? ws_bitmap(ws)->r.bytes : 0));
@@ -351,28 +395,38 @@ static void retire_xunit(struct cfs_extent_map *map, struct xunit *u)
 
 /* ---- the record table (open addressing, lock-free reads) ------------------------------ */
 
-/* Records are keyed by (file unit, store unit): while a run moves to other
- * store units (cfs_extent_move) the records of both mappings coexist, and a
- * reader finds the one of the base it sees. */
-static inline uint32_t tab_hash(const struct tab *t, uint64_t fu, uint64_t su)
+/* Records are keyed by (file unit, store unit, piece): while a run moves to
+ * other store units (cfs_extent_move) or a unit to a bigger piece
+ * (cfs_extent_relocate) the records of both mappings coexist, and a reader
+ * finds the one of the base it sees. */
+static inline uint32_t tab_hash(const struct tab *t, uint64_t fu, uint64_t su, uint32_t piece)
 {
-	return (uint32_t)(((fu ^ (su * 0xff51afd7ed558ccdull)) * 0x9e3779b97f4a7c15ull) >> 32) &
+	return (uint32_t)(((fu ^ ((su ^ ((uint64_t)piece << 40)) * 0xff51afd7ed558ccdull)) *
+			   0x9e3779b97f4a7c15ull) >>
+			  32) &
 	       (t->cap - 1);
 }
 
-/* [lock-free] The record of file unit fu mapping su, or NULL. */
-static struct xunit *tab_find(const struct cfs_extent_map *map, uint64_t fu, uint64_t su)
+static inline bool xunit_is(const struct xunit *u, uint64_t fu, uint64_t su, uint32_t piece)
+{
+	return u->fu == fu && u->su == su && u->piece == piece;
+}
+
+/* [lock-free] The record of file unit fu mapping (su, piece), or NULL. */
+static struct xunit *tab_find(const struct cfs_extent_map *map, uint64_t fu, uint64_t su,
+			      uint32_t piece)
 {
 	struct tab *t = atomic_load(&((struct cfs_extent_map *)map)->tab);
 
 	if (!t)
 		return NULL;
-	for (uint32_t i = tab_hash(t, fu, su), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
+	for (uint32_t i = tab_hash(t, fu, su, piece), n = 0; n < t->cap;
+	     i = (i + 1) & (t->cap - 1), n++) {
 		struct xunit *u = atomic_load(&t->slot[i]);
 
 		if (!u)
 			return NULL;
-		if (u != TAB_TOMB && u->fu == fu && u->su == su)
+		if (u != TAB_TOMB && xunit_is(u, fu, su, piece))
 			return u;
 	}
 	return NULL;
@@ -394,7 +448,7 @@ static struct tab *tab_build(struct tab *old, uint32_t cap)
 
 		if (!u || u == TAB_TOMB)
 			continue;
-		for (k = tab_hash(t, u->fu, u->su); atomic_load(&t->slot[k]);
+		for (k = tab_hash(t, u->fu, u->su, u->piece); atomic_load(&t->slot[k]);
 		     k = (k + 1) & (cap - 1))
 			;
 		atomic_init(&t->slot[k], u);
@@ -429,7 +483,7 @@ static struct xunit *tab_put(struct cfs_extent_map *map, struct xunit *u)
 {
 	struct tab *t = atomic_load(&map->tab);
 	int64_t free_slot = -1;
-	uint32_t i = tab_hash(t, u->fu, u->su);
+	uint32_t i = tab_hash(t, u->fu, u->su, u->piece);
 
 	for (uint32_t n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
 		struct xunit *o = atomic_load(&t->slot[i]);
@@ -441,7 +495,7 @@ static struct xunit *tab_put(struct cfs_extent_map *map, struct xunit *u)
 		}
 		if (!o)
 			break;
-		if (o->fu == u->fu && o->su == u->su) {
+		if (xunit_is(o, u->fu, u->su, u->piece)) {
 			atomic_store(&t->slot[i], u);
 			return o;
 		}
@@ -480,7 +534,7 @@ static bool tab_take(struct cfs_extent_map *map, struct xunit *u)
 {
 	struct tab *t = atomic_load(&map->tab);
 
-	for (uint32_t i = t ? tab_hash(t, u->fu, u->su) : 0, n = 0; t && n < t->cap;
+	for (uint32_t i = t ? tab_hash(t, u->fu, u->su, u->piece) : 0, n = 0; t && n < t->cap;
 	     i = (i + 1) & (t->cap - 1), n++) {
 		struct xunit *o = atomic_load(&t->slot[i]);
 
@@ -624,6 +678,7 @@ static bool base_at(const struct top *t, uint64_t fu, struct run *out)
 	out->count = r->count - (fu - r->fu);
 	out->su = r->su + (fu - r->fu);
 	out->all = r->all;
+	out->piece = r->piece;
 	return true;
 }
 
@@ -636,7 +691,7 @@ static uintptr_t unit_ws(const struct cfs_extent_map *map, const struct run *r, 
 
 	if (r->all)
 		return WS_ALL;
-	u = tab_find(map, fu, r->su + (fu - r->fu));
+	u = tab_find(map, fu, r->su + (fu - r->fu), r->piece);
 	if (!u)
 		return WS_NONE;
 	ws = atomic_load(&u->ws);
@@ -702,6 +757,21 @@ uint64_t cfs_extent_mapped_units(const struct cfs_extent_map *map)
 	return atomic_load(&((struct cfs_extent_map *)map)->mapped_units);
 }
 
+uint64_t cfs_extent_mapped_bytes(const struct cfs_extent_map *map)
+{
+	struct cfs_extent_map *m = (struct cfs_extent_map *)map;
+	uint64_t units = atomic_load(&m->mapped_units), pieces = atomic_load(&m->piece_runs);
+
+	/* Read apart: clamp a count caught between two updates. */
+	return ((units > pieces ? units - pieces : 0) << map->geom->unit_shift) +
+	       atomic_load(&m->piece_bytes);
+}
+
+uint64_t cfs_extent_piece_count(const struct cfs_extent_map *map)
+{
+	return atomic_load(&((struct cfs_extent_map *)map)->piece_runs);
+}
+
 uint64_t cfs_extent_map_bytes(const struct cfs_extent_map *map)
 {
 	struct cfs_extent_map *m = (struct cfs_extent_map *)map;
@@ -715,10 +785,11 @@ uint64_t cfs_extent_map_bytes(const struct cfs_extent_map *map)
 /* ---- the base: copy-on-write changes ------------------------------------------------- */
 
 enum change_kind {
-	CH_SET,	  /* [fu, +count) maps [su, +count), state all */
+	CH_SET,	  /* [fu, +count) maps [su, +count) (or piece of su), state all */
 	CH_HOLE,  /* [fu, +count) becomes a hole */
 	CH_STATE, /* mapped units of [fu, +count) get state all (if su_check:
-		   * only those mapping su + offset) */
+		   * only those mapping su + offset with that piece code, or
+		   * any piece with PIECE_ANY) */
 };
 
 struct change {
@@ -726,6 +797,7 @@ struct change {
 	uint8_t kind;
 	bool all;
 	bool su_check;
+	uint32_t piece; /* CH_SET: of the new run; CH_STATE: to match */
 };
 
 /* Output of a splice: runs, merged when they continue each other. */
@@ -733,6 +805,8 @@ struct runbuf {
 	struct run *e;
 	size_t n;
 	int64_t mapped_delta;
+	int64_t piece_delta;	   /* piece runs */
+	int64_t piece_bytes_delta; /* their bytes */
 };
 
 static void emit(struct runbuf *b, struct run r)
@@ -743,7 +817,7 @@ static void emit(struct runbuf *b, struct run r)
 		struct run *last = &b->e[b->n - 1];
 
 		if (last->fu + last->count == r.fu && last->su + last->count == r.su &&
-		    last->all == r.all) {
+		    last->all == r.all && !last->piece && !r.piece) {
 			last->count += r.count;
 			return;
 		}
@@ -751,10 +825,20 @@ static void emit(struct runbuf *b, struct run r)
 	b->e[b->n++] = r;
 }
 
-/* The part [a, b) of run r (a, b inside it). */
-static inline struct run piece(const struct run *r, uint64_t a, uint64_t b)
+/* The part [a, b) of run r (a, b inside it; a piece run is one unit). */
+static inline struct run part_of(const struct run *r, uint64_t a, uint64_t b)
 {
-	return (struct run){a, b - a, r->su + (a - r->fu), r->all};
+	return (struct run){a, b - a, r->su + (a - r->fu), r->all, r->piece};
+}
+
+/* Space accounting of a run entering (+1) or leaving (-1) the base. */
+static void account(struct runbuf *b, uint64_t count, uint32_t piece, int sign)
+{
+	b->mapped_delta += sign * (int64_t)count;
+	if (piece) {
+		b->piece_delta += sign;
+		b->piece_bytes_delta += sign * (int64_t)piece_bytes_of(piece);
+	}
 }
 
 /* Apply changes (sorted, not overlapping) to runs in[0..n) into b. */
@@ -783,27 +867,29 @@ static void splice(const struct run *in, size_t n, const struct change *ch, size
 			ADVANCE();
 		}
 		if (have && cur.fu < x->fu) {
-			emit(b, piece(&cur, cur.fu, x->fu));
-			cur = piece(&cur, x->fu, cur.fu + cur.count);
+			emit(b, part_of(&cur, cur.fu, x->fu));
+			cur = part_of(&cur, x->fu, cur.fu + cur.count);
 		}
 		if (x->kind == CH_SET) {
-			emit(b, (struct run){x->fu, x->count, x->su, x->all});
-			b->mapped_delta += (int64_t)x->count;
+			emit(b, (struct run){x->fu, x->count, x->su, x->all, x->piece});
+			account(b, x->count, x->piece, 1);
 		}
 		while (have && cur.fu < end) {
 			uint64_t stop = cur.fu + cur.count < end ? cur.fu + cur.count : end;
-			struct run part = piece(&cur, cur.fu, stop);
+			struct run part = part_of(&cur, cur.fu, stop);
 			bool rest = stop < cur.fu + cur.count;
 
 			if (x->kind == CH_STATE) {
-				if (!x->su_check || part.su == x->su + (part.fu - x->fu))
+				if (!x->su_check ||
+				    (part.su == x->su + (part.fu - x->fu) &&
+				     (x->piece == PIECE_ANY || part.piece == x->piece)))
 					part.all = x->all;
 				emit(b, part);
 			} else {
-				b->mapped_delta -= (int64_t)part.count;
+				account(b, part.count, part.piece, -1);
 			}
 			if (rest) {
-				cur = piece(&cur, stop, cur.fu + cur.count);
+				cur = part_of(&cur, stop, cur.fu + cur.count);
 				break;
 			}
 			ADVANCE();
@@ -937,10 +1023,9 @@ static int base_apply(struct cfs_extent_map *map, const struct change *ch, size_
 			retire(map, &t->leaf[i]->r, R_LEAF);
 		retire(map, &t->r, R_TOP);
 	}
-	if (b.mapped_delta >= 0)
-		atomic_fetch_add(&map->mapped_units, (uint64_t)b.mapped_delta);
-	else
-		atomic_fetch_sub(&map->mapped_units, (uint64_t)-b.mapped_delta);
+	atomic_fetch_add(&map->mapped_units, (uint64_t)b.mapped_delta);
+	atomic_fetch_add(&map->piece_runs, (uint64_t)b.piece_delta);
+	atomic_fetch_add(&map->piece_bytes, (uint64_t)b.piece_bytes_delta);
 	free(made);
 	made = NULL;
 	ret = 0;
@@ -986,6 +1071,17 @@ int cfs_extent_lookup(const struct cfs_extent_map *map, uint64_t offset_bytes,
 		run->store_unit = 0;
 		run->device_offset_bytes = 0;
 		covered = r && fu < g->max_units ? unit_to_bytes(g, r->fu) : UINT64_MAX;
+	} else if (r->piece) {
+		/* A piece: its bytes, then a hole to the end of the unit. */
+		uint32_t bytes = piece_bytes_of(r->piece);
+
+		run->store_unit = r->su;
+		run->mapped = in_unit < bytes;
+		run->device_offset_bytes = run->mapped ? g->data_offset_bytes +
+								 (r->su << g->unit_shift) +
+								 piece_offset_of(r->piece) + in_unit
+						       : 0;
+		covered = (fu << g->unit_shift) + (run->mapped ? bytes : g->unit_bytes);
 	} else {
 		uint64_t next_fu = r->fu + r->count, next_su = r->su + r->count;
 
@@ -995,7 +1091,7 @@ int cfs_extent_lookup(const struct cfs_extent_map *map, uint64_t offset_bytes,
 			g->data_offset_bytes + (run->store_unit << g->unit_shift) + in_unit;
 		/* Continue over runs that continue it in the file and on the store. */
 		for (cur_next(&c); unit_to_bytes(g, next_fu) < end && (r = cur_run(&c)) &&
-				   r->fu == next_fu && r->su == next_su;
+				   r->fu == next_fu && r->su == next_su && !r->piece;
 		     cur_next(&c)) {
 			next_fu += r->count;
 			next_su += r->count;
@@ -1072,7 +1168,7 @@ static uint64_t span_of(const struct cfs_extent_map *map, const struct top *t, u
 			pos = r && fu < g->max_units ? unit_to_bytes(g, r->fu) : UINT64_MAX;
 			continue;
 		}
-		if (r->all) {
+		if (r->all && !r->piece) {
 			if (have_state && !want)
 				break;
 			have_state = true;
@@ -1080,19 +1176,21 @@ static uint64_t span_of(const struct cfs_extent_map *map, const struct top *t, u
 			pos = unit_to_bytes(g, r->fu + r->count);
 			continue;
 		}
-		/* A NONE run: unit by unit, through the records. */
+		/* A NONE run (unit by unit, through the records) or a piece
+		 * (its sectors, then unwritten to the end of the unit). */
 		{
 			uint64_t unit_start = fu << g->unit_shift;
 			uintptr_t ws = unit_ws(map, r, fu);
 			uint32_t s = (uint32_t)((pos - unit_start) >> g->sector_shift);
+			uint32_t lim = sectors_of(g, r->piece);
 			uint32_t stop;
 
 			if (!have_state) {
-				want = ws_sector(ws, s);
+				want = s < lim && ws_sector(ws, s);
 				have_state = true;
 			}
-			stop = ws_scan(ws, s, g->sectors_per_unit, want);
-			if (stop < g->sectors_per_unit) {
+			stop = s < lim ? ws_scan(ws, s, lim, want) : lim;
+			if (stop < lim || (want && lim < g->sectors_per_unit)) {
 				pos = unit_start + ((uint64_t)stop << g->sector_shift);
 				break;
 			}
@@ -1123,10 +1221,11 @@ bool cfs_extent_sector_written(const struct cfs_extent_map *map, uint64_t offset
 	struct run r;
 	bool w = false;
 
+	uint32_t s = (uint32_t)((offset_bytes & (g->unit_bytes - 1)) >> g->sector_shift);
+
 	cfs_epoch_enter();
-	if (base_at(top_of(map), fu, &r))
-		w = ws_sector(unit_ws(map, &r, fu),
-			      (uint32_t)((offset_bytes & (g->unit_bytes - 1)) >> g->sector_shift));
+	if (base_at(top_of(map), fu, &r) && s < sectors_of(g, r.piece))
+		w = ws_sector(unit_ws(map, &r, fu), s);
 	cfs_epoch_exit();
 	return w;
 }
@@ -1140,8 +1239,6 @@ enum { MARK_DONE = 0, MARK_SEALED = 1 };
  * removed: go through map->lock), or -ENOMEM. */
 static int xunit_mark(struct cfs_extent_map *map, struct xunit *u, uint32_t first, uint32_t end)
 {
-	uint32_t spu = map->geom->sectors_per_unit;
-
 	for (;;) {
 		uintptr_t ws = atomic_load(&u->ws);
 		struct ws_bitmap *bm;
@@ -1170,7 +1267,7 @@ static int xunit_mark(struct cfs_extent_map *map, struct xunit *u, uint32_t firs
 				continue;
 			/* Unfrozen (the replacement failed): our bits stand. */
 		}
-		if (atomic_load(&bm->set_count) == spu) {
+		if (atomic_load(&bm->set_count) == bm->limit) {
 			uintptr_t expect = ws;
 
 			/* Full: switch to ALL; whoever wins retires the bitmap.
@@ -1184,15 +1281,15 @@ static int xunit_mark(struct cfs_extent_map *map, struct xunit *u, uint32_t firs
 	}
 }
 
-/* A bitmap with sectors [first, end) set, or WS_ALL for the whole unit;
- * 0 if out of memory. */
-static uintptr_t ws_with(struct cfs_extent_map *map, uint32_t first, uint32_t end)
+/* A bitmap of limit sectors with [first, end) set, or WS_ALL for all of
+ * them; 0 if out of memory. */
+static uintptr_t ws_with(uint32_t limit, uint32_t first, uint32_t end)
 {
 	struct ws_bitmap *bm;
 
-	if (first == 0 && end == map->geom->sectors_per_unit)
+	if (first == 0 && end == limit)
 		return WS_ALL;
-	bm = bitmap_new(map);
+	bm = bitmap_new(limit);
 	if (!bm)
 		return 0;
 	for (uint32_t w = first / 64; w <= (end - 1) / 64; w++)
@@ -1201,10 +1298,17 @@ static uintptr_t ws_with(struct cfs_extent_map *map, uint32_t first, uint32_t en
 	return (uintptr_t)bm;
 }
 
+/* Does run r (holding fu) map the place a write to su at poff bytes into
+ * the unit went to? */
+static inline bool run_is_place(const struct run *r, uint64_t su, uint32_t poff)
+{
+	return r->su == su && piece_offset_of(r->piece) == poff;
+}
+
 /* The first write into a unit of a NONE run (or after its record was
  * sealed): under map->lock, give it a record holding [first, end). */
-static int unit_mark_slow(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint32_t first,
-			  uint32_t end, struct xunit **found)
+static int unit_mark_slow(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint32_t poff,
+			  uint32_t first, uint32_t end, struct xunit **found)
 {
 	struct xunit *u, *old;
 	struct run r;
@@ -1213,9 +1317,10 @@ static int unit_mark_slow(struct cfs_extent_map *map, uint64_t fu, uint64_t su, 
 
 	*found = NULL;
 	pthread_mutex_lock(&map->lock);
-	if (!base_at(atomic_load(&map->top), fu, &r) || r.su != su || r.all)
+	if (!base_at(atomic_load(&map->top), fu, &r) || !run_is_place(&r, su, poff) || r.all ||
+	    end > sectors_of(map->geom, r.piece))
 		goto out_unlock; /* unmapped, re-mapped, or written meanwhile */
-	u = tab_find(map, fu, su);
+	u = tab_find(map, fu, su, r.piece);
 	if (u && atomic_load(&u->ws) != WS_SEALED) {
 		*found = u; /* another writer made it: OR into it, unlocked */
 		goto out_unlock;
@@ -1223,12 +1328,12 @@ static int unit_mark_slow(struct cfs_extent_map *map, uint64_t fu, uint64_t su, 
 	ret = tab_reserve(map);
 	if (ret)
 		goto out_unlock;
-	ws = ws_with(map, first, end);
+	ws = ws_with(sectors_of(map->geom, r.piece), first, end);
 	if (!ws) {
 		ret = -ENOMEM;
 		goto out_unlock;
 	}
-	u = xunit_new(map, fu, su, ws);
+	u = xunit_new(map, fu, su, r.piece, ws);
 	if (!u) {
 		if (ws_is_bitmap(ws))
 			free(ws_bitmap(ws));
@@ -1245,20 +1350,23 @@ out_unlock:
 }
 
 /* [in a read section] Mark sectors [first, end) of unit fu written if it
- * still maps su. 0 or -ENOMEM. */
-static int unit_mark(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint32_t first,
-		     uint32_t end)
+ * still maps su (at poff bytes into it: a piece). 0 or -ENOMEM. */
+static int unit_mark(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint32_t poff,
+		     uint32_t first, uint32_t end)
 {
 	for (;;) {
 		struct run r;
 		struct xunit *u;
 		int ret;
 
-		if (!base_at(atomic_load(&map->top), fu, &r) || r.su != su || r.all)
+		/* (A write beyond a piece's end went to another mapping at the
+		 * same offset: lookups end a piece's runs at its end.) */
+		if (!base_at(atomic_load(&map->top), fu, &r) || !run_is_place(&r, su, poff) ||
+		    r.all || end > sectors_of(map->geom, r.piece))
 			return 0;
-		u = tab_find(map, fu, su);
+		u = tab_find(map, fu, su, r.piece);
 		if (!u) {
-			ret = unit_mark_slow(map, fu, su, first, end, &u);
+			ret = unit_mark_slow(map, fu, su, poff, first, end, &u);
 			if (ret || !u)
 				return ret;
 		}
@@ -1267,7 +1375,7 @@ static int unit_mark(struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint3
 			return ret;
 		/* Sealed: the record is leaving; the next pass sees what
 		 * replaced it. */
-		ret = unit_mark_slow(map, fu, su, first, end, &u);
+		ret = unit_mark_slow(map, fu, su, poff, first, end, &u);
 		if (ret || !u)
 			return ret;
 		ret = xunit_mark(map, u, first, end);
@@ -1281,16 +1389,21 @@ int cfs_extent_mark_written(struct cfs_extent_map *map, uint64_t offset_bytes,
 {
 	const struct cfs_extent_geom *g = map->geom;
 	uint64_t end = offset_bytes + length_bytes;
-	uint64_t rel, store_first, fu_first;
+	uint64_t rel, store_first, fu_first, in_unit;
 	uint64_t pos = offset_bytes;
+	uint32_t poff;
 	int ret = 0;
 
 	CFS_ASSERT((offset_bytes & (g->sector_bytes - 1)) == 0);
 	CFS_ASSERT((length_bytes & (g->sector_bytes - 1)) == 0);
 	CFS_ASSERT(device_offset_bytes >= g->data_offset_bytes);
 	rel = device_offset_bytes - g->data_offset_bytes;
-	/* The device range was derived from the same offset within the unit. */
-	CFS_ASSERT((rel & (g->unit_bytes - 1)) == (offset_bytes & (g->unit_bytes - 1)));
+	/* The device range was derived from the same offset within the unit,
+	 * plus a piece's offset in its store unit (0 for whole units). */
+	in_unit = offset_bytes & (g->unit_bytes - 1);
+	CFS_ASSERT((rel & (g->unit_bytes - 1)) >= in_unit);
+	poff = (uint32_t)((rel & (g->unit_bytes - 1)) - in_unit);
+	CFS_ASSERT(!poff || in_unit + length_bytes <= g->unit_bytes);
 	store_first = rel >> g->unit_shift;
 	fu_first = offset_bytes >> g->unit_shift;
 
@@ -1302,7 +1415,7 @@ int cfs_extent_mark_written(struct cfs_extent_map *map, uint64_t offset_bytes,
 
 		/* Units unmapped (or re-mapped elsewhere) while the write was in
 		 * flight are skipped inside: the bytes went to a retired unit. */
-		ret = unit_mark(map, fu, store_first + (fu - fu_first),
+		ret = unit_mark(map, fu, store_first + (fu - fu_first), poff,
 				(uint32_t)((pos - unit_start) >> g->sector_shift),
 				(uint32_t)((stop - unit_start) >> g->sector_shift));
 		pos = stop;
@@ -1323,6 +1436,31 @@ int64_t cfs_extent_unit_get(const struct cfs_extent_map *map, uint64_t file_unit
 		su = (int64_t)r.su;
 	cfs_epoch_exit();
 	return su;
+}
+
+int cfs_extent_unit_loc(const struct cfs_extent_map *map, uint64_t file_unit,
+			struct cfs_extent_loc *loc)
+{
+	struct run r;
+	bool mapped;
+
+	cfs_epoch_enter();
+	mapped = base_at(top_of(map), file_unit, &r);
+	cfs_epoch_exit();
+	if (!mapped)
+		return -ENOENT;
+	*loc = (struct cfs_extent_loc){r.su, piece_offset_of(r.piece), piece_bytes_of(r.piece)};
+	return 0;
+}
+
+/* Is loc a piece the map can hold? */
+static bool piece_valid(const struct cfs_extent_geom *g, const struct cfs_extent_loc *loc)
+{
+	uint32_t b = loc->piece_bytes;
+
+	return is_pow2_u64(b) && b >= CFS_EXTENT_PIECE_MIN && b >= g->sector_bytes &&
+	       b <= g->unit_bytes / 2 && loc->piece_offset_bytes % b == 0 &&
+	       loc->piece_offset_bytes <= g->unit_bytes - b;
 }
 
 uint64_t cfs_extent_unit_span(const struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
@@ -1353,11 +1491,12 @@ uint64_t cfs_extent_unit_span(const struct cfs_extent_map *map, uint64_t file_un
 	return (pos > end ? end : pos) - file_unit;
 }
 
-/* Holes of [fu, fu + count) as CH_SET changes to su + offset; -EEXIST if a
- * unit there maps another store unit (replace: a CH_HOLE first). Returns the
- * number of changes written to ch (room: 2 * runs + 2), or -errno. */
-static int64_t plan_map(const struct top *t, uint64_t fu, uint64_t su, uint64_t count, bool replace,
-			struct change *ch)
+/* Holes of [fu, fu + count) as CH_SET changes to su + offset (or to piece
+ * code `piece` of su: count 1); -EEXIST if a unit there maps another place
+ * (replace: the new mapping instead). Returns the number of changes written
+ * to ch (room: 2 * runs + 2), or -errno. */
+static int64_t plan_map(const struct top *t, uint64_t fu, uint64_t su, uint32_t piece,
+			uint64_t count, bool replace, struct change *ch)
 {
 	struct cursor c;
 	const struct run *r;
@@ -1370,22 +1509,22 @@ static int64_t plan_map(const struct top *t, uint64_t fu, uint64_t su, uint64_t 
 
 		r = cur_run(&c);
 		if (!r || r->fu >= end) {
-			ch[k++] = (struct change){pos,	  end - pos, su + (pos - fu),
-						  CH_SET, false,     false};
+			ch[k++] = (struct change){pos,	 end - pos, su + (pos - fu), CH_SET, false,
+						  false, piece};
 			break;
 		}
 		if (r->fu > pos) {
-			ch[k++] = (struct change){pos,	  r->fu - pos, su + (pos - fu),
-						  CH_SET, false,       false};
+			ch[k++] = (struct change){
+				pos, r->fu - pos, su + (pos - fu), CH_SET, false, false, piece};
 			pos = r->fu;
 		}
 		stop = r->fu + r->count < end ? r->fu + r->count : end;
-		if (r->su + (pos - r->fu) != su + (pos - fu)) {
+		if (r->su + (pos - r->fu) != su + (pos - fu) || r->piece != piece) {
 			if (!replace)
 				return -EEXIST;
 			/* Replace the mapping: the new one starts unwritten. */
-			ch[k++] = (struct change){pos,	  stop - pos, su + (pos - fu),
-						  CH_SET, false,      false};
+			ch[k++] = (struct change){pos,	 stop - pos, su + (pos - fu), CH_SET, false,
+						  false, piece};
 		}
 		pos = stop;
 		cur_next(&c);
@@ -1421,7 +1560,7 @@ static void drop_records(struct cfs_extent_map *map, const struct top *old, uint
 
 			if (!base_at(old, fu + i, &r))
 				continue;
-			u = tab_find(map, fu + i, r.su);
+			u = tab_find(map, fu + i, r.su, r.piece);
 			if (u)
 				tab_remove(map, u);
 		}
@@ -1435,8 +1574,10 @@ static void drop_records(struct cfs_extent_map *map, const struct top *old, uint
 	}
 }
 
+/* Map [file_unit, +count) to [store_unit, +count), or (piece code != 0,
+ * count 1) to that piece of store_unit. */
 static int map_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
-		     uint64_t count, bool replace)
+		     uint32_t piece, uint64_t count, bool replace)
 {
 	const struct cfs_extent_geom *g = map->geom;
 	const struct top *old;
@@ -1446,6 +1587,7 @@ static int map_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t st
 
 	if (count == 0)
 		return 0;
+	CFS_ASSERT(!piece || count == 1);
 	if (file_unit >= g->max_units || count > g->max_units - file_unit)
 		return -EFBIG;
 	if (store_unit >= g->store_units || count > g->store_units - store_unit)
@@ -1458,7 +1600,7 @@ static int map_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t st
 		goto out;
 	}
 	old = atomic_load(&map->top);
-	k = plan_map(old, file_unit, store_unit, count, replace, ch);
+	k = plan_map(old, file_unit, store_unit, piece, count, replace, ch);
 	ret = k < 0 ? (int)k : 0;
 	if (k > 0)
 		ret = base_apply(map, ch, (size_t)k);
@@ -1478,13 +1620,31 @@ out:
 int cfs_extent_map_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
 			 uint64_t count)
 {
-	return map_units(map, file_unit, store_unit, count, false);
+	return map_units(map, file_unit, store_unit, 0, count, false);
 }
 
 int cfs_extent_remap_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
 			   uint64_t count)
 {
-	return map_units(map, file_unit, store_unit, count, true);
+	return map_units(map, file_unit, store_unit, 0, count, true);
+}
+
+int cfs_extent_map_piece(struct cfs_extent_map *map, uint64_t file_unit,
+			 const struct cfs_extent_loc *loc)
+{
+	if (!piece_valid(map->geom, loc))
+		return -EINVAL;
+	return map_units(map, file_unit, loc->store_unit,
+			 piece_code(loc->piece_offset_bytes, loc->piece_bytes), 1, false);
+}
+
+int cfs_extent_remap_piece(struct cfs_extent_map *map, uint64_t file_unit,
+			   const struct cfs_extent_loc *loc)
+{
+	if (!piece_valid(map->geom, loc))
+		return -EINVAL;
+	return map_units(map, file_unit, loc->store_unit,
+			 piece_code(loc->piece_offset_bytes, loc->piece_bytes), 1, true);
 }
 
 uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
@@ -1512,8 +1672,10 @@ uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64
 			retire(map, &old->leaf[i]->r, R_LEAF);
 		retire(map, &old->r, R_TOP);
 		atomic_store(&map->mapped_units, 0);
+		atomic_store(&map->piece_runs, 0);
+		atomic_store(&map->piece_bytes, 0);
 	} else if (base_change1(map, (struct change){file_unit, end - file_unit, 0, CH_HOLE, false,
-						     false})) {
+						     false, 0})) {
 		goto out; /* out of memory: nothing unmapped */
 	}
 	drop_records(map, old, file_unit, end - file_unit);
@@ -1524,18 +1686,25 @@ uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64
 		uint64_t su = r->su + (a - r->fu);
 
 		removed += b - a;
-		if (run_count && run_fu + run_count == a && run_su + run_count == su) {
+		if (run_count && run_fu + run_count == a && run_su + run_count == su && !r->piece) {
 			run_count += b - a;
 			continue;
 		}
 		if (run_count && fn)
-			fn(arg, run_fu, run_su, run_count);
+			fn(arg, run_fu, run_su, run_count, 0, 0);
+		run_count = 0;
+		if (r->piece) {
+			if (fn)
+				fn(arg, a, su, 1, piece_offset_of(r->piece),
+				   piece_bytes_of(r->piece));
+			continue;
+		}
 		run_fu = a;
 		run_su = su;
 		run_count = b - a;
 	}
 	if (run_count && fn)
-		fn(arg, run_fu, run_su, run_count);
+		fn(arg, run_fu, run_su, run_count, 0, 0);
 	reclaim(map);
 out:
 	cfs_epoch_exit();
@@ -1546,25 +1715,29 @@ out:
 /*
  * [inode lock, map->lock, read section] Apply op to sectors [first, end) of
  * unit fu (bits: LSB-first bytes for the range, NULL = all ones), if it maps
- * su. Freezes an old bitmap before copying it so concurrent writers redo
- * their OR on the new state. *changed (may be NULL) says whether any sector
- * changed.
+ * su (whole or a piece of it; sectors past a piece are ignored). Freezes an
+ * old bitmap before copying it so concurrent writers redo their OR on the
+ * new state. *changed (may be NULL) says whether any sector changed.
  */
 static int unit_update(struct cfs_extent_map *map, uint64_t fu, uint64_t su,
 		       enum cfs_extent_ws_op op, uint32_t first, uint32_t end, const uint8_t *bits,
 		       bool *changed)
 {
-	const struct cfs_extent_geom *g = map->geom;
-	uint32_t spu = g->sectors_per_unit;
-	uint32_t words = words_per_unit(g);
 	struct run r;
+	uint32_t spu, words;
 
 	if (changed)
 		*changed = false;
 	if (!base_at(atomic_load(&map->top), fu, &r) || r.su != su)
 		return 0;
+	spu = sectors_of(map->geom, r.piece);
+	words = (spu + 63) / 64;
+	if (end > spu)
+		end = spu;
+	if (first >= end)
+		return 0;
 	for (;;) {
-		struct xunit *u = r.all ? NULL : tab_find(map, fu, su);
+		struct xunit *u = r.all ? NULL : tab_find(map, fu, su, r.piece);
 		uintptr_t ws;
 		struct ws_bitmap *old, *bm;
 		uint32_t set = 0;
@@ -1575,7 +1748,7 @@ static int unit_update(struct cfs_extent_map *map, uint64_t fu, uint64_t su,
 			u = NULL;
 		ws = u ? atomic_load(&u->ws) : (r.all ? WS_ALL : WS_NONE);
 		old = ws_is_bitmap(ws) ? ws_bitmap(ws) : NULL;
-		bm = bitmap_new(map);
+		bm = bitmap_new(spu);
 		if (!bm)
 			return -ENOMEM;
 		if (old)
@@ -1629,8 +1802,8 @@ static int unit_update(struct cfs_extent_map *map, uint64_t fu, uint64_t su,
 				return 0; /* ALL stays ALL */
 			if (next == WS_ALL) {
 				/* Fold now: base ALL first, then the record goes. */
-				ret = base_change1(
-					map, (struct change){fu, 1, su, CH_STATE, true, true});
+				ret = base_change1(map, (struct change){fu, 1, su, CH_STATE, true,
+									true, r.piece});
 				if (ret) {
 					if (old)
 						atomic_store(&old->frozen, 0);
@@ -1659,12 +1832,12 @@ static int unit_update(struct cfs_extent_map *map, uint64_t fu, uint64_t su,
 			free(bm);
 			if ((set == spu) == (ws == WS_ALL))
 				return 0;
-			return base_change1(map,
-					    (struct change){fu, 1, su, CH_STATE, set == spu, true});
+			return base_change1(map, (struct change){fu, 1, su, CH_STATE, set == spu,
+								 true, r.piece});
 		}
 		ret = tab_reserve(map);
 		if (!ret) {
-			u = xunit_new(map, fu, su, (uintptr_t)bm);
+			u = xunit_new(map, fu, su, r.piece, (uintptr_t)bm);
 			ret = u ? 0 : -ENOMEM;
 		}
 		if (ret) {
@@ -1679,7 +1852,8 @@ static int unit_update(struct cfs_extent_map *map, uint64_t fu, uint64_t su,
 		}
 		if (ws == WS_ALL) {
 			/* The record first, then the base stops saying ALL. */
-			ret = base_change1(map, (struct change){fu, 1, su, CH_STATE, false, true});
+			ret = base_change1(
+				map, (struct change){fu, 1, su, CH_STATE, false, true, r.piece});
 			if (ret) {
 				tab_remove(map, u);
 				return ret;
@@ -1730,8 +1904,11 @@ int cfs_extent_mark_unwritten(struct cfs_extent_map *map, uint64_t offset_bytes,
 			uint32_t s1 = (uint32_t)((stop - unit_start) >> g->sector_shift);
 			bool changed;
 
-			ret = unit_update(map, fu, r.su, CFS_EXTENT_WS_OP_CLEAR, s0, s1, NULL,
-					  &changed);
+			if (s1 > sectors_of(g, r.piece)) /* past a piece: a hole */
+				s1 = sectors_of(g, r.piece);
+			ret = s0 < s1 ? unit_update(map, fu, r.su, CFS_EXTENT_WS_OP_CLEAR, s0, s1,
+						    NULL, &changed)
+				      : (changed = false, 0);
 			if (!ret && changed && fn)
 				fn(arg, fu, r.su, s0, s1 - s0);
 		}
@@ -1767,15 +1944,18 @@ void cfs_extent_view_bits(const struct cfs_extent_unit_view *view, uint32_t firs
 	}
 }
 
-/* A one-unit view of a record's state word (ALL or a bitmap). */
-static void view_unit(const struct cfs_extent_map *map, uint64_t fu, uint64_t su, uintptr_t ws,
-		      struct cfs_extent_unit_view *view)
+/* A one-unit view of a state word (ALL, NONE or a bitmap) of unit fu
+ * mapping (su, piece). */
+static void view_unit(const struct cfs_extent_map *map, uint64_t fu, uint64_t su, uint32_t piece,
+		      uintptr_t ws, struct cfs_extent_unit_view *view)
 {
 	view->file_unit = fu;
 	view->store_unit = su;
 	view->unit_count = 1;
-	view->sector_count = map->geom->sectors_per_unit;
+	view->sector_count = sectors_of(map->geom, piece);
 	view->bits = NULL;
+	view->piece_offset_bytes = piece_offset_of(piece);
+	view->piece_bytes = piece_bytes_of(piece);
 	if (ws == WS_ALL) {
 		view->state = CFS_EXTENT_WS_ALL;
 	} else if (ws_is_bitmap(ws)) {
@@ -1819,7 +1999,7 @@ int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, 
 		atomic_fetch_and(&u->flags, ~XU_DIRTY);
 		ws = atomic_load(&u->ws);
 		if (!(atomic_load(&u->flags) & XU_DEAD) && ws != WS_SEALED) {
-			view_unit(map, u->fu, u->su, ws, &view);
+			view_unit(map, u->fu, u->su, u->piece, ws, &view);
 			ret = fn(arg, &view);
 			if (ret) {
 				mark_dirty(map, u); /* not consumed */
@@ -1848,15 +2028,17 @@ int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, 
 		pthread_mutex_lock(&map->lock);
 		for (size_t i = 0; ch && i < nfull; i++) {
 			u = full[i];
-			if ((atomic_load(&u->flags) & XU_DEAD) || tab_find(map, u->fu, u->su) != u)
+			if ((atomic_load(&u->flags) & XU_DEAD) ||
+			    tab_find(map, u->fu, u->su, u->piece) != u)
 				continue;
-			ch[k++] = (struct change){u->fu, 1, u->su, CH_STATE, true, true};
+			ch[k++] = (struct change){u->fu, 1, u->su, CH_STATE, true, true, u->piece};
 		}
 		if (ch && k) {
 			qsort(ch, k, sizeof(*ch), change_cmp);
 			if (!base_apply(map, ch, k)) {
 				for (size_t i = 0; i < k; i++)
-					tab_remove_later(map, tab_find(map, ch[i].fu, ch[i].su));
+					tab_remove_later(map, tab_find(map, ch[i].fu, ch[i].su,
+								       ch[i].piece));
 			}
 		}
 		reclaim(map);
@@ -1897,8 +2079,8 @@ static void walk_add(struct walk *w, uint64_t fu, uint64_t count, uint64_t su,
 		return;
 	}
 	walk_flush(w);
-	w->v = (struct cfs_extent_unit_view){fu,  su, count, state, w->map->geom->sectors_per_unit,
-					     NULL};
+	w->v = (struct cfs_extent_unit_view){fu,   su, count, state, w->map->geom->sectors_per_unit,
+					     NULL, 0,  0};
 	w->have = true;
 }
 
@@ -1947,6 +2129,22 @@ int cfs_extent_for_each(const struct cfs_extent_map *cmap, cfs_extent_unit_fn fn
 	for (cur_seek(&c, t, 0); (r = cur_run(&c)) && !w.ret; cur_next(&c)) {
 		uint64_t pos = r->fu, end = r->fu + r->count;
 
+		if (r->piece) {
+			/* One view of its own: its state, or its record's. */
+			uintptr_t ws = r->all ? WS_ALL : WS_NONE;
+
+			while (at < nrec && recs[at]->fu < r->fu)
+				at++;
+			for (; at < nrec && recs[at]->fu == r->fu; at++)
+				if (!r->all && xunit_is(recs[at], r->fu, r->su, r->piece) &&
+				    atomic_load(&recs[at]->ws) != WS_SEALED)
+					ws = atomic_load(&recs[at]->ws);
+			walk_flush(&w);
+			view_unit(map, r->fu, r->su, r->piece, ws, &w.v);
+			w.have = true;
+			walk_flush(&w);
+			continue;
+		}
 		if (r->all) {
 			walk_add(&w, r->fu, r->count, r->su, CFS_EXTENT_WS_ALL);
 			continue;
@@ -1958,7 +2156,7 @@ int cfs_extent_for_each(const struct cfs_extent_map *cmap, cfs_extent_unit_fn fn
 			uint64_t su = r->su + (u->fu - r->fu);
 			uintptr_t ws = atomic_load(&u->ws);
 
-			if (u->su != su || ws == WS_SEALED)
+			if (u->su != su || u->piece || ws == WS_SEALED)
 				continue; /* of another mapping */
 			walk_add(&w, pos, u->fu - pos, r->su + (pos - r->fu), CFS_EXTENT_WS_NONE);
 			pos = u->fu + 1;
@@ -1966,7 +2164,7 @@ int cfs_extent_for_each(const struct cfs_extent_map *cmap, cfs_extent_unit_fn fn
 				walk_add(&w, u->fu, 1, su, CFS_EXTENT_WS_ALL);
 			} else {
 				walk_flush(&w);
-				view_unit(map, u->fu, su, ws, &w.v);
+				view_unit(map, u->fu, su, 0, ws, &w.v);
 				w.have = true;
 				walk_flush(&w);
 			}
@@ -2015,8 +2213,8 @@ int cfs_extent_apply_written_run(struct cfs_extent_map *map, uint64_t file_unit,
 	pthread_mutex_lock(&map->lock);
 	cfs_epoch_enter();
 	old = atomic_load(&map->top);
-	ret = base_change1(map,
-			   (struct change){file_unit, count, store_unit, CH_STATE, true, true});
+	ret = base_change1(map, (struct change){file_unit, count, store_unit, CH_STATE, true, true,
+						PIECE_ANY});
 	/* Records of the units now ALL are no longer needed. */
 	t = atomic_load(&map->tab);
 	for (uint32_t i = 0; !ret && old && t && i < t->cap; i++) {
@@ -2067,9 +2265,14 @@ static int move_locked(struct cfs_extent_map *map, uint64_t file_unit, uint64_t 
 			ret = -ENOENT;
 			goto out;
 		}
+		if (r->piece) {
+			ret = -EINVAL; /* cfs_extent_relocate's */
+			goto out;
+		}
 		stop = r->fu + r->count < file_unit + count ? r->fu + r->count : file_unit + count;
 		ch[k++] = (struct change){pos,	  stop - pos,  new_store_unit + (pos - file_unit),
-					  CH_SET, r->all != 0, false};
+					  CH_SET, r->all != 0, false,
+					  0};
 		pos = stop;
 	}
 	/* Copies of the records under the new store units, in the table
@@ -2088,7 +2291,7 @@ static int move_locked(struct cfs_extent_map *map, uint64_t file_unit, uint64_t 
 
 			if (!u || u == TAB_TOMB || u->fu < file_unit ||
 			    u->fu - file_unit >= count || !base_at(old, u->fu, &br) ||
-			    br.su != u->su)
+			    br.su != u->su || u->piece)
 				continue;
 			gone[ngone++] = u;
 		}
@@ -2097,7 +2300,7 @@ static int move_locked(struct cfs_extent_map *map, uint64_t file_unit, uint64_t 
 			uintptr_t ws = atomic_load(&u->ws), nws = ws;
 
 			if (ws_is_bitmap(ws)) {
-				struct ws_bitmap *bm = bitmap_new(map);
+				struct ws_bitmap *bm = bitmap_new(g->sectors_per_unit);
 
 				if (!bm) {
 					ret = -ENOMEM;
@@ -2111,7 +2314,7 @@ static int move_locked(struct cfs_extent_map *map, uint64_t file_unit, uint64_t 
 				nws = (uintptr_t)bm;
 			}
 			made[nmade] =
-				xunit_new(map, u->fu, new_store_unit + (u->fu - file_unit), nws);
+				xunit_new(map, u->fu, new_store_unit + (u->fu - file_unit), 0, nws);
 			if (!made[nmade]) {
 				if (ws_is_bitmap(nws))
 					free(ws_bitmap(nws));
@@ -2137,7 +2340,7 @@ static int move_locked(struct cfs_extent_map *map, uint64_t file_unit, uint64_t 
 		/* The copies are unreachable through the old base: drop them. */
 		for (size_t i = 0; i < nmade; i++) {
 			struct xunit *u = tab_find(map, gone[i]->fu,
-						   new_store_unit + (gone[i]->fu - file_unit));
+						   new_store_unit + (gone[i]->fu - file_unit), 0);
 
 			if (u)
 				tab_remove(map, u);
@@ -2176,22 +2379,106 @@ int cfs_extent_move(struct cfs_extent_map *map, uint64_t file_unit, uint64_t cou
 int cfs_extent_remap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t from_store_unit,
 		     uint64_t to_store_unit, cfs_extent_unit_fn fn, void *arg)
 {
+	struct cfs_extent_loc from = {from_store_unit, 0, 0}, to = {to_store_unit, 0, 0};
+
+	if (from_store_unit == to_store_unit)
+		return cfs_extent_unit_get(map, file_unit) == (int64_t)from_store_unit ? 0
+										       : -ESTALE;
+	return cfs_extent_relocate(map, file_unit, &from, &to, fn, arg);
+}
+
+/* [map->lock, read section] cfs_extent_relocate's work; *view gets the
+ * new state. */
+static int relocate_locked(struct cfs_extent_map *map, uint64_t fu, uint32_t from_piece,
+			   const struct cfs_extent_loc *to, struct cfs_extent_unit_view *view)
+{
+	uint32_t to_piece = piece_code(to->piece_offset_bytes, to->piece_bytes);
+	uint32_t lim_from = sectors_of(map->geom, from_piece);
+	uint32_t lim_to = sectors_of(map->geom, to_piece);
+	struct xunit *old_rec, *made = NULL;
+	struct ws_bitmap *bm = NULL;
+	struct run r;
+	uintptr_t ws;
+	bool all;
+	int ret;
+
+	base_at(atomic_load(&map->top), fu, &r);
+	old_rec = r.all ? NULL : tab_find(map, fu, r.su, r.piece);
+	ws = unit_ws(map, &r, fu);
+	all = ws == WS_ALL && lim_to == lim_from;
+	if (!all && ws != WS_NONE) {
+		/* The old sectors as they are, the new ones unwritten. */
+		bm = bitmap_new(lim_to);
+		if (!bm)
+			return -ENOMEM;
+		for (uint32_t w = 0; w < (lim_from + 63) / 64; w++)
+			atomic_store(&bm->words[w],
+				     ws == WS_ALL ? range_mask(w, 0, lim_from)
+						  : atomic_load(&ws_bitmap(ws)->words[w]));
+		atomic_store(&bm->set_count,
+			     ws == WS_ALL ? lim_from : atomic_load(&ws_bitmap(ws)->set_count));
+		ret = tab_reserve(map);
+		if (!ret) {
+			made = xunit_new(map, fu, to->store_unit, to_piece, (uintptr_t)bm);
+			ret = made ? 0 : -ENOMEM;
+		}
+		if (ret) {
+			free(bm);
+			return ret;
+		}
+		/* In the table before the base names it. A record of this
+		 * place still pending removal is replaced. */
+		made = tab_put(map, made);
+		if (made)
+			retire_xunit(map, made);
+	}
+	ret = base_change1(map,
+			   (struct change){fu, 1, to->store_unit, CH_SET, all, false, to_piece});
+	if (ret) {
+		if (bm)
+			tab_remove(map, tab_find(map, fu, to->store_unit, to_piece));
+		return ret;
+	}
+	if (old_rec)
+		tab_remove_later(map, old_rec);
+	view_unit(map, fu, to->store_unit, to_piece,
+		  all  ? WS_ALL
+		  : bm ? (uintptr_t)bm
+		       : WS_NONE,
+		  view);
+	return 0;
+}
+
+int cfs_extent_relocate(struct cfs_extent_map *map, uint64_t file_unit,
+			const struct cfs_extent_loc *from, const struct cfs_extent_loc *to,
+			cfs_extent_unit_fn fn, void *arg)
+{
+	const struct cfs_extent_geom *g = map->geom;
+	uint32_t from_piece = piece_code(from->piece_offset_bytes, from->piece_bytes);
 	struct cfs_extent_unit_view view;
 	struct run r;
 	int ret;
 
+	if ((to->piece_bytes && !piece_valid(g, to)) ||
+	    (!to->piece_bytes && to->piece_offset_bytes) ||
+	    cfs_extent_loc_bytes(g, to) < cfs_extent_loc_bytes(g, from) ||
+	    (to->store_unit == from->store_unit &&
+	     to->piece_offset_bytes == from->piece_offset_bytes &&
+	     to->piece_bytes == from->piece_bytes))
+		return -EINVAL;
+	if (to->store_unit >= g->store_units)
+		return -ERANGE;
 	pthread_mutex_lock(&map->lock);
 	cfs_epoch_enter();
-	if (!base_at(atomic_load(&map->top), file_unit, &r) || r.su != from_store_unit) {
+	if (file_unit >= g->max_units || !base_at(atomic_load(&map->top), file_unit, &r) ||
+	    r.su != from->store_unit || r.piece != from_piece) {
 		ret = -ESTALE;
 		goto out;
 	}
-	ret = move_locked(map, file_unit, 1, to_store_unit);
+	ret = relocate_locked(map, file_unit, from_piece, to, &view);
 	if (ret)
 		goto out;
-	/* The new unit's state, for the caller to log (not dirtied). */
-	base_at(atomic_load(&map->top), file_unit, &r);
-	view_unit(map, file_unit, to_store_unit, unit_ws(map, &r, file_unit), &view);
+	/* fn reads the new state while this section keeps it. */
 	reclaim(map);
 	pthread_mutex_unlock(&map->lock);
 	ret = fn ? fn(arg, &view) : 0;

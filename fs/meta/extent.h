@@ -20,6 +20,14 @@
  *     unit, which would expose another file's stale bytes.
  *   A sector is written if its run is ALL, or its unit's record (for the
  *   same store unit) has it. Bitmaps exist only for partly written units.
+ *   - Pieces (fs/format/FORMAT.md, incompat PIECES): a file unit may map a
+ *     piece of a store unit instead of a whole one: a power-of-two part
+ *     [piece offset, +piece bytes) of it, holding the first piece bytes of
+ *     the file unit; the rest of the file unit is a hole. A piece is a run
+ *     of one unit that merges with no neighbour; its records and written
+ *     state cover the piece's sectors only ("ALL" means every sector of the
+ *     piece). Which files get pieces, and how a file outgrows one, is the
+ *     namespace's (cfs_extent_relocate moves a unit to a bigger place).
  *
  * Written-state changes: write completions set bits (cfs_extent_mark_written,
  * any thread: atomic OR in a record; the first write into a unit of a NONE
@@ -110,8 +118,29 @@ int cfs_extent_map_create(const struct cfs_extent_geom *geom, cfs_extent_notify_
  * I/O reference and no concurrent call. NULL is a no-op. */
 void cfs_extent_map_destroy(struct cfs_extent_map *map);
 
-/* [lock-free] Number of mapped units (for st_blocks and statistics). */
+/* [lock-free] Number of mapped file units, pieces included. */
 uint64_t cfs_extent_mapped_units(const struct cfs_extent_map *map);
+/* [lock-free] Store bytes the map holds: whole units plus pieces (st_blocks). */
+uint64_t cfs_extent_mapped_bytes(const struct cfs_extent_map *map);
+/* [lock-free] Number of file units mapped to pieces. */
+uint64_t cfs_extent_piece_count(const struct cfs_extent_map *map);
+
+/* Where one mapped file unit lives: the whole store unit store_unit, or the
+ * piece [piece_offset_bytes, +piece_bytes) of it (piece_bytes a power of two
+ * from CFS_EXTENT_PIECE_MIN to half a unit, the offset a multiple of it). */
+struct cfs_extent_loc {
+	uint64_t store_unit;
+	uint32_t piece_offset_bytes; /* 0 for a whole unit */
+	uint32_t piece_bytes;	     /* 0: the whole unit */
+};
+#define CFS_EXTENT_PIECE_MIN 4096u /* = the format's CFS_PIECE_MIN_BYTES */
+
+/* Bytes of the file unit a location holds: the piece, or the unit. */
+static inline uint32_t cfs_extent_loc_bytes(const struct cfs_extent_geom *geom,
+					    const struct cfs_extent_loc *loc)
+{
+	return loc->piece_bytes ? loc->piece_bytes : geom->unit_bytes;
+}
 
 /* ---- the data path -------------------------------------------------------- */
 
@@ -126,7 +155,8 @@ struct cfs_extent_run {
 /*
  * [lock-free] The longest run starting at offset_bytes, at most length_bytes
  * long, that is all hole or all mapped to physically contiguous store units.
- * Any byte alignment. 0, or -EINVAL for length 0, -EFBIG when offset_bytes is
+ * A piece ends its run at the piece's end, and the rest of its file unit is
+ * a hole. Any byte alignment. 0, or -EINVAL for length 0, -EFBIG when offset_bytes is
  * beyond the largest file (max_units * unit_bytes; the run is then undefined).
  * A range past max_units is reported as a hole up to the limit.
  */
@@ -181,9 +211,13 @@ int64_t cfs_extent_seek_hole(const struct cfs_extent_map *map, uint64_t offset_b
 
 /* ---- changes under the inode lock ------------------------------------------ */
 
-/* [inode lock, or lock-free read] The store unit mapped at file_unit, or -1
- * for a hole (also beyond max_units). */
+/* [inode lock, or lock-free read] The store unit mapped at file_unit (a
+ * piece's unit too), or -1 for a hole (also beyond max_units). */
 int64_t cfs_extent_unit_get(const struct cfs_extent_map *map, uint64_t file_unit);
+/* [inode lock, or lock-free read] Where file_unit lives (*loc): 0, or
+ * -ENOENT for a hole. */
+int cfs_extent_unit_loc(const struct cfs_extent_map *map, uint64_t file_unit,
+			struct cfs_extent_loc *loc);
 
 /* [inode lock, or lock-free read] How many file units from file_unit (at
  * most count, >= 1 for count >= 1) are all mapped or all holes; which goes to
@@ -199,17 +233,34 @@ uint64_t cfs_extent_unit_span(const struct cfs_extent_map *map, uint64_t file_un
  * -EEXIST if any of them is mapped (to something else), -EFBIG beyond
  * max_units, -ERANGE for store units beyond the store, -ENOMEM. A file unit
  * already mapped to exactly the same store unit is left alone (replay of a
- * record the snapshot already holds must not forget its written bits).
+ * record the snapshot already holds must not forget its written bits); one
+ * mapped to a piece of it is mapped to something else.
  */
 int cfs_extent_map_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
 			 uint64_t count);
 int cfs_extent_remap_units(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
 			   uint64_t count);
 
+/*
+ * [inode lock] Map file unit file_unit to the piece *loc (piece_bytes != 0),
+ * all sectors unwritten, as cfs_extent_map_units maps units: -EEXIST if it
+ * maps something else, left alone if it maps exactly *loc.
+ * cfs_extent_remap_piece replaces another mapping instead (replay). -EINVAL
+ * for a piece that is not a power of two from CFS_EXTENT_PIECE_MIN (and a
+ * sector) to half a unit at a multiple of its size; -EFBIG, -ERANGE, -ENOMEM
+ * as above.
+ */
+int cfs_extent_map_piece(struct cfs_extent_map *map, uint64_t file_unit,
+			 const struct cfs_extent_loc *loc);
+int cfs_extent_remap_piece(struct cfs_extent_map *map, uint64_t file_unit,
+			   const struct cfs_extent_loc *loc);
+
 /* Called for each run of unmapped units: file units [file_unit, +count) were
- * mapped to store units [store_unit, +count). */
+ * mapped to store units [store_unit, +count), or (piece_bytes != 0, count 1)
+ * to that piece of store_unit. */
 typedef void (*cfs_extent_unmap_fn)(void *arg, uint64_t file_unit, uint64_t store_unit,
-				    uint64_t count);
+				    uint64_t count, uint32_t piece_offset_bytes,
+				    uint32_t piece_bytes);
 
 /*
  * [inode lock] Unmap file units [file_unit, +count) (truncate down, punch of
@@ -250,15 +301,17 @@ enum cfs_extent_ws {
 
 /* A view of mapped units, valid only during the callback: file units
  * [file_unit, +unit_count) map store units [store_unit, +unit_count) and
- * share one state. A BITMAP view is always one unit. */
+ * share one state. A BITMAP view is always one unit, and so is a piece's. */
 struct cfs_extent_unit_view {
 	uint64_t file_unit;
 	uint64_t store_unit;
 	uint64_t unit_count; /* >= 1 */
 	enum cfs_extent_ws state;
-	uint32_t sector_count;	      /* sectors_per_unit */
+	uint32_t sector_count;	      /* sectors_per_unit; a piece's sectors */
 	const _Atomic uint64_t *bits; /* BITMAP only: sector_count bits, bit i
 				       * of word i/64; read with atomic loads */
+	uint32_t piece_offset_bytes;  /* a piece: where in store_unit */
+	uint32_t piece_bytes;	      /* 0: whole units */
 };
 typedef int (*cfs_extent_unit_fn)(void *arg, const struct cfs_extent_unit_view *view);
 
@@ -293,10 +346,11 @@ enum cfs_extent_ws_op {
 
 /*
  * [inode lock] Apply a written-state change to file_unit if, and only if, it
- * maps store_unit (replay: a record about a mapping that no longer exists is
- * ignored; returns 0). bits: sector_count bits as in cfs_extent_view_bits,
- * or NULL meaning "all ones". Does not dirty the record (the change comes
- * from the log). 0, -EINVAL for a range beyond the unit, -ENOMEM.
+ * maps store_unit, whole or a piece of it (replay: a record about a mapping
+ * that no longer exists is ignored; returns 0). Sectors past a piece's end
+ * are ignored. bits: sector_count bits as in cfs_extent_view_bits, or NULL
+ * meaning "all ones". Does not dirty the record (the change comes from the
+ * log). 0, -EINVAL for a range beyond the unit, -ENOMEM.
  */
 int cfs_extent_apply_ws(struct cfs_extent_map *map, uint64_t file_unit, uint64_t store_unit,
 			enum cfs_extent_ws_op op, uint32_t first_sector, uint32_t sector_count,
@@ -304,8 +358,9 @@ int cfs_extent_apply_ws(struct cfs_extent_map *map, uint64_t file_unit, uint64_t
 
 /*
  * [inode lock] Every unit of file units [file_unit, +count) that maps store
- * unit store_unit + (its offset in the range) becomes wholly written (replay
- * of a written run; other units are left alone). Does not dirty. 0 or -ENOMEM.
+ * unit store_unit + (its offset in the range), whole or a piece of it,
+ * becomes wholly written (replay of a written run; other units are left
+ * alone). Does not dirty. 0 or -ENOMEM.
  */
 int cfs_extent_apply_written_run(struct cfs_extent_map *map, uint64_t file_unit,
 				 uint64_t store_unit, uint64_t count);
@@ -317,8 +372,9 @@ int cfs_extent_apply_written_run(struct cfs_extent_map *map, uint64_t file_unit,
  * the old or the new mapping, never a mix within one lookup. The caller
  * copies the data first and guarantees that no write to the old units is in
  * flight (a completion arriving later would mark nothing: its store unit is
- * no longer mapped). 0, -ENOENT if a unit of the range is a hole, -ERANGE
- * beyond the store, -ENOMEM (nothing changed).
+ * no longer mapped). 0, -ENOENT if a unit of the range is a hole, -EINVAL if
+ * one is a piece (cfs_extent_relocate moves those), -ERANGE beyond the
+ * store, -ENOMEM (nothing changed).
  */
 int cfs_extent_move(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
 		    uint64_t new_store_unit);
@@ -337,11 +393,29 @@ int cfs_extent_move(struct cfs_extent_map *map, uint64_t file_unit, uint64_t cou
  * (EXTENT_MAP of the new unit, then the written-state of fn's view, in one
  * transaction); fn (may be NULL) receives the new unit's view once the
  * switch is done (its return is returned). Returns 0, -ESTALE when file_unit
- * no longer maps from_store_unit (nothing changed), -ERANGE for to_store_unit
+ * no longer maps from_store_unit as a whole unit (nothing changed), -ERANGE for to_store_unit
  * beyond the store, -ENOMEM.
  */
 int cfs_extent_remap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t from_store_unit,
 		     uint64_t to_store_unit, cfs_extent_unit_fn fn, void *arg);
+
+/*
+ * [inode lock] A file unit outgrows its piece (or changes place): file_unit,
+ * mapped to *from, maps *to from now on, which holds at least as many bytes.
+ * The sectors *from held keep their written-state, the others of *to are
+ * unwritten. The caller copied the written sectors to *to and kept every
+ * write of the unit away meanwhile (none is in flight). A lookup sees the old
+ * place or the new one, and both read the same bytes. Nothing is dirtied:
+ * the caller logs the change (EXTENT_MAP or EXTENT_MAP_PIECE of *to, then the
+ * written-state of fn's view, in one transaction) and frees *from as an
+ * unmapped place; fn (may be NULL) receives the new view (its return is
+ * returned). 0, -ESTALE when file_unit does not map exactly *from (nothing
+ * changed), -EINVAL for a smaller or invalid *to, -ERANGE beyond the store,
+ * -ENOMEM.
+ */
+int cfs_extent_relocate(struct cfs_extent_map *map, uint64_t file_unit,
+			const struct cfs_extent_loc *from, const struct cfs_extent_loc *to,
+			cfs_extent_unit_fn fn, void *arg);
 
 /* Memory the map holds now, in bytes (leaves, top, records, bitmaps, hash
  * table; retired memory not yet freed included). [inode lock] */

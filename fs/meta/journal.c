@@ -181,6 +181,16 @@ static const struct field extent_fields[] = {
 };
 static const struct layout extent_layout = LAYOUT(extent_fields, 32u);
 
+/* 32 bytes; EXTENT_MAP_PIECE. */
+static const struct field piece_fields[] = {
+	U64(struct cfs_jrec_piece, ino, 0),
+	U64(struct cfs_jrec_piece, file_unit, 8),
+	U64(struct cfs_jrec_piece, store_unit, 16),
+	U32(struct cfs_jrec_piece, offset_bytes, 24),
+	U32(struct cfs_jrec_piece, bytes, 28),
+};
+static const struct layout piece_layout = LAYOUT(piece_fields, 32u);
+
 /* 40 bytes; flags at WRITTEN_FLAGS_AT: a bitmap follows. */
 static const struct field written_fields[] = {
 	U64(struct cfs_jrec_written, ino, 0),
@@ -519,6 +529,14 @@ void cfs_txn_extent(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_ex
 		encode_fixed(p, &extent_layout, rec);
 }
 
+void cfs_txn_piece(struct cfs_txn *txn, const struct cfs_jrec_piece *rec)
+{
+	uint8_t *p = txn_reserve(txn, CFS_LOG_EXTENT_MAP_PIECE, piece_layout.fixed_bytes);
+
+	if (p)
+		encode_fixed(p, &piece_layout, rec);
+}
+
 void cfs_txn_written(struct cfs_txn *txn, const struct cfs_jrec_written *rec)
 {
 	for (uint32_t done = 0; done < rec->sector_count;) {
@@ -729,6 +747,12 @@ int cfs_snap_extent(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *r
 {
 	return cfs_snap_add(sb, CFS_LOG_EXTENT_MAP, sb->scratch,
 			    encode_fixed(sb->scratch, &extent_layout, rec));
+}
+
+int cfs_snap_piece(struct cfs_snap_builder *sb, const struct cfs_jrec_piece *rec)
+{
+	return cfs_snap_add(sb, CFS_LOG_EXTENT_MAP_PIECE, sb->scratch,
+			    encode_fixed(sb->scratch, &piece_layout, rec));
 }
 
 int cfs_snap_written_run(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec)
@@ -1408,6 +1432,13 @@ static int apply_record(struct cfs_journal *j, uint16_t type, const uint8_t *p, 
 		if (type == CFS_LOG_EXTENT_WRITTEN_RUN)
 			return j->ops->apply_written_run(fs, &r, why);
 		return j->ops->apply_extent(fs, type, &r, why);
+	}
+	case CFS_LOG_EXTENT_MAP_PIECE: {
+		struct cfs_jrec_piece r;
+
+		if (!decode_fixed(p, n, &piece_layout, &r))
+			return too_short(why);
+		return j->ops->apply_piece(fs, &r, why);
 	}
 	case CFS_LOG_EXTENT_WRITTEN: {
 		struct cfs_jrec_written r;

@@ -133,6 +133,17 @@ struct cfs_jrec_extent {
 	uint64_t count;
 };
 
+/* CFS_LOG_EXTENT_MAP_PIECE (stores with incompat PIECES): file unit
+ * file_unit -> the piece [offset_bytes, +bytes) of store unit store_unit,
+ * unwritten; the rest of the file unit is a hole. */
+struct cfs_jrec_piece {
+	uint64_t ino;
+	uint64_t file_unit;
+	uint64_t store_unit;
+	uint32_t offset_bytes;
+	uint32_t bytes;
+};
+
 /* CFS_LOG_EXTENT_WRITTEN: written-state change of one unit's sectors
  * (op: enum cfs_extent_ws_op). bits NULL = all ones (no bitmap stored). */
 struct cfs_jrec_written {
@@ -201,6 +212,7 @@ void cfs_txn_dirent_remove(struct cfs_txn *txn, uint64_t dir_ino, const char *na
 			   uint32_t name_length);
 void cfs_txn_rename(struct cfs_txn *txn, const struct cfs_jrec_rename *rec);
 void cfs_txn_extent(struct cfs_txn *txn, uint16_t type, const struct cfs_jrec_extent *rec);
+void cfs_txn_piece(struct cfs_txn *txn, const struct cfs_jrec_piece *rec);
 /* Splits ranges longer than CFS_JREC_WRITTEN_SECTORS into several records. */
 void cfs_txn_written(struct cfs_txn *txn, const struct cfs_jrec_written *rec);
 /* Splits the value into CFS_JREC_XATTR_CHUNK pieces. */
@@ -244,6 +256,7 @@ struct cfs_journal_ops {
 			     const char **why);
 	int (*apply_written_run)(struct cfs_fs *fs, const struct cfs_jrec_extent *rec,
 				 const char **why);
+	int (*apply_piece)(struct cfs_fs *fs, const struct cfs_jrec_piece *rec, const char **why);
 	int (*apply_xattr)(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
 			   const char **why);
 	int (*apply_place)(struct cfs_fs *fs, const struct cfs_jrec_place *rec, const char **why);
@@ -345,6 +358,7 @@ int cfs_snap_extent(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *r
 int cfs_snap_written(struct cfs_snap_builder *sb, const struct cfs_jrec_written *rec);
 int cfs_snap_place(struct cfs_snap_builder *sb, const struct cfs_jrec_place *rec);
 int cfs_snap_written_run(struct cfs_snap_builder *sb, const struct cfs_jrec_extent *rec);
+int cfs_snap_piece(struct cfs_snap_builder *sb, const struct cfs_jrec_piece *rec);
 int cfs_snap_xattr(struct cfs_snap_builder *sb, uint64_t ino, const char *name,
 		   uint32_t name_length, const void *value, uint32_t value_length);
 

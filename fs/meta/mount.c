@@ -30,6 +30,7 @@ static const struct cfs_journal_ops ns_journal_ops = {
 	.apply_extent = cfs_ns_apply_extent,
 	.apply_written = cfs_ns_apply_written,
 	.apply_written_run = cfs_ns_apply_written_run,
+	.apply_piece = cfs_ns_apply_piece,
 	.apply_xattr = cfs_ns_apply_xattr,
 	.apply_place = cfs_ns_apply_place,
 };

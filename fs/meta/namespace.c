@@ -89,6 +89,8 @@ struct cfs_deferred {
 	uint64_t first_unit;
 	uint64_t count;
 	uint64_t seq;
+	uint32_t piece_offset_bytes; /* a piece of first_unit (count 1) */
+	uint32_t piece_bytes;	     /* 0: whole units */
 };
 
 struct cfs_ns {
@@ -135,6 +137,8 @@ static int name_check(const char *name, size_t *length)
 	return 0;
 }
 
+_Static_assert(CFS_EXTENT_PIECE_MIN == CFS_PIECE_MIN_BYTES, "the map takes the format's pieces");
+
 static inline struct cfs_ns *ns_of(struct cfs_fs *fs)
 {
 	return fs->ns;
@@ -150,8 +154,7 @@ static void fill_attr(struct cfs_fs *fs, struct cfs_inode *inode, struct cfs_att
 	attr->gid = inode->gid;
 	attr->rdev = inode->rdev;
 	attr->size_bytes = atomic_load(&inode->size_bytes);
-	attr->blocks_512 =
-		inode->map ? cfs_extent_mapped_units(inode->map) * (fs->geom.unit_bytes / 512) : 0;
+	attr->blocks_512 = inode->map ? cfs_extent_mapped_bytes(inode->map) / 512 : 0;
 	attr->blksize_bytes = fs->geom.unit_bytes;
 	attr->atime_ns = atomic_load(&inode->atime_ns);
 	attr->mtime_ns = atomic_load(&inode->mtime_ns);
@@ -501,43 +504,66 @@ static void extent_notify(void *arg)
 	inode_queue(inode->ns, inode);
 }
 
+/* Space unmapped from a file: whole units, or a piece of one. */
+struct freed {
+	uint64_t first_unit;
+	uint64_t count;
+	uint32_t piece_offset_bytes;
+	uint32_t piece_bytes; /* 0: whole units */
+};
+
+/* Give it back: busy until seq is durable (units and pieces alike). */
+static void freed_release(struct cfs_fs *fs, const struct freed *f, uint64_t seq)
+{
+	if (f->piece_bytes)
+		cfs_pool_free_piece(fs->pool, f->first_unit, f->piece_offset_bytes, f->piece_bytes,
+				    seq);
+	else
+		cfs_pool_free(fs->pool, f->first_unit, f->count, seq);
+}
+
 struct free_ctx {
 	struct cfs_fs *fs;
 	struct cfs_inode *inode;
 	struct cfs_txn *txn;
-	uint64_t runs[64][2]; /* store first, count */
+	struct freed runs[64];
 	unsigned run_count;
 	bool overflow;
 };
 
+/* Remember f on the inode's deferred list (freed once no I/O reference is
+ * left); false without memory. */
+static bool defer_freed(struct cfs_inode *inode, const struct freed *f, uint64_t seq)
+{
+	struct cfs_deferred *df = malloc(sizeof(*df));
+
+	if (!df)
+		return false;
+	*df = (struct cfs_deferred){inode->deferred,	   f->first_unit, f->count, seq,
+				    f->piece_offset_bytes, f->piece_bytes};
+	inode->deferred = df;
+	return true;
+}
+
 /* Unmap callback: log and remember the run for freeing after txn_end. */
-static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit, uint64_t count)
+static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit, uint64_t count,
+			      uint32_t piece_offset_bytes, uint32_t piece_bytes)
 {
 	struct free_ctx *c = arg;
 	struct cfs_jrec_extent rec = {c->inode->ino, file_unit, 0, count};
+	struct freed f = {store_unit, count, piece_offset_bytes, piece_bytes};
 
 	if (c->txn)
 		cfs_txn_extent(c->txn, CFS_LOG_EXTENT_UNMAP, &rec);
 	if (c->run_count < 64) {
-		c->runs[c->run_count][0] = store_unit;
-		c->runs[c->run_count][1] = count;
-		c->run_count++;
+		c->runs[c->run_count++] = f;
 		return;
 	}
 	c->overflow = true;
 	/* More runs than the buffer: remember them on the deferred list with a
-	 * seq filled in later (0 placeholder replaced in free_ctx_release). */
-	{
-		struct cfs_deferred *df = malloc(sizeof(*df));
-
-		if (!df)
-			return; /* leaked until remount rebuilds the allocator */
-		df->first_unit = store_unit;
-		df->count = count;
-		df->seq = UINT64_MAX; /* marker: seq not known yet */
-		df->next = c->inode->deferred;
-		c->inode->deferred = df;
-	}
+	 * seq filled in later (UINT64_MAX replaced in free_ctx_release). If
+	 * that fails, leaked until remount rebuilds the allocator. */
+	defer_freed(c->inode, &f, UINT64_MAX);
 }
 
 /* Under the inode lock, after txn_end returned seq: give the runs to the
@@ -551,17 +577,12 @@ static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 		if (df->seq == UINT64_MAX)
 			df->seq = seq;
 	for (unsigned i = 0; i < c->run_count; i++) {
-		struct cfs_deferred *df;
-
-		if (!defer) {
-			cfs_pool_free(c->fs->pool, c->runs[i][0], c->runs[i][1], seq);
-			continue;
-		}
-		df = malloc(sizeof(*df));
-		if (!df)
-			continue; /* leaked until remount: never freed early */
-		*df = (struct cfs_deferred){inode->deferred, c->runs[i][0], c->runs[i][1], seq};
-		inode->deferred = df;
+		if (!defer)
+			freed_release(c->fs, &c->runs[i], seq);
+		else
+			defer_freed(inode, &c->runs[i], seq); /* else leaked until
+							       * remount: never
+							       * freed early */
 	}
 	if (defer || c->overflow) {
 		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
@@ -584,7 +605,10 @@ static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 		struct cfs_deferred *df = inode->deferred;
 
 		inode->deferred = df->next;
-		cfs_pool_free(fs->pool, df->first_unit, df->count, df->seq);
+		freed_release(fs,
+			      &(struct freed){df->first_unit, df->count, df->piece_offset_bytes,
+					      df->piece_bytes},
+			      df->seq);
 		free(df);
 	}
 	if (inode->map)
@@ -2601,6 +2625,16 @@ static int snap_map_unit(void *arg, const struct cfs_extent_unit_view *v)
 {
 	struct snap_ctx *c = arg;
 
+	if (v->piece_bytes) {
+		struct cfs_jrec_piece piece = {c->ino, v->file_unit, v->store_unit,
+					       v->piece_offset_bytes, v->piece_bytes};
+
+		if (c->run.count)
+			c->ret = cfs_snap_extent(c->sb, &c->run);
+		c->run.count = 0;
+		c->ret = c->ret ?: cfs_snap_piece(c->sb, &piece);
+		return c->ret;
+	}
 	if (c->run.count && c->run.file_unit + c->run.count == v->file_unit &&
 	    c->run.store_unit + c->run.count == v->store_unit) {
 		c->run.count += v->unit_count;
@@ -2930,6 +2964,46 @@ int cfs_ns_apply_written_run(struct cfs_fs *fs, const struct cfs_jrec_extent *re
 					    rec->count);
 }
 
+int cfs_ns_apply_piece(struct cfs_fs *fs, const struct cfs_jrec_piece *rec, const char **why)
+{
+	struct cfs_inode *inode = table_find(ns_of(fs), rec->ino);
+	struct cfs_extent_loc loc = {rec->store_unit, rec->offset_bytes, rec->bytes};
+	struct cfs_extent_map *probe;
+	int ret;
+
+	if (!(fs->sb.incompat & CFS_FEAT_INCOMPAT_PIECES)) {
+		*why = "piece record on a store without the pieces feature";
+		return -EUCLEAN;
+	}
+	if (rec->file_unit >= fs->geom.max_units) {
+		*why = "mapping beyond the largest file";
+		return -EUCLEAN;
+	}
+	if (rec->store_unit >= fs->geom.store_units) {
+		*why = "mapping to a unit beyond the data region";
+		return -EUCLEAN;
+	}
+	if (rec->bytes < fs->sb.physical_sector_bytes) {
+		*why = "piece record with a piece it cannot hold (size or place)";
+		return -EUCLEAN;
+	}
+	if (inode && inode->map) {
+		ret = cfs_extent_remap_piece(inode->map, rec->file_unit, &loc);
+	} else {
+		/* No file to map it (deleted later): the piece is checked all
+		 * the same, as a record that can never be valid refuses. */
+		ret = cfs_extent_map_create(&fs->geom, NULL, NULL, &probe);
+		if (!ret)
+			ret = cfs_extent_map_piece(probe, rec->file_unit, &loc);
+		cfs_extent_map_destroy(probe);
+	}
+	if (ret == -EINVAL) {
+		*why = "piece record with a piece it cannot hold (size or place)";
+		return -EUCLEAN;
+	}
+	return ret;
+}
+
 int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
 		       const char **why)
 {
@@ -2993,6 +3067,15 @@ static int reserve_unit(void *arg, const struct cfs_extent_unit_view *v)
 {
 	struct reserve_ctx *c = arg;
 
+	if (v->piece_bytes) {
+		c->ret = reserve_flush(c);
+		if (!c->ret)
+			c->ret = cfs_pool_reserve_piece(c->fs->pool, v->store_unit,
+							v->piece_offset_bytes, v->piece_bytes);
+		if (c->ret == -EINVAL) /* the pool makes no such piece */
+			c->ret = -EEXIST;
+		return c->ret;
+	}
 	if (c->count && c->first + c->count == v->store_unit) {
 		c->count += v->unit_count;
 		return 0;
@@ -3103,7 +3186,8 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 		if (!ret)
 			ret = reserve_flush(&c);
 		if (ret == -EEXIST) {
-			*why = "a data unit is mapped by two files (or twice by one)";
+			*why = "a data unit is mapped by two files (or twice by one, or holds "
+			       "overlapping pieces)";
 			ret = -EUCLEAN;
 		} else if (ret == -ERANGE) {
 			*why = "a file maps a unit beyond the data region";
@@ -3180,6 +3264,8 @@ static int dump_unit(void *arg, const struct cfs_extent_unit_view *v)
 	for (uint64_t i = 0; i < v->unit_count; i++) {
 		fprintf(f, "  unit %llu -> %llu ", (unsigned long long)(v->file_unit + i),
 			(unsigned long long)(v->store_unit + i));
+		if (v->piece_bytes)
+			fprintf(f, "piece %u+%u ", v->piece_offset_bytes, v->piece_bytes);
 		if (v->state == CFS_EXTENT_WS_NONE) {
 			fputs("none\n", f);
 		} else if (v->state == CFS_EXTENT_WS_ALL) {

@@ -551,6 +551,7 @@ int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_
 int cfs_ns_apply_written(struct cfs_fs *fs, const struct cfs_jrec_written *rec, const char **why);
 int cfs_ns_apply_written_run(struct cfs_fs *fs, const struct cfs_jrec_extent *rec,
 			     const char **why);
+int cfs_ns_apply_piece(struct cfs_fs *fs, const struct cfs_jrec_piece *rec, const char **why);
 int cfs_ns_apply_xattr(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_xattr *rec,
 		       const char **why);
 int cfs_ns_apply_place(struct cfs_fs *fs, const struct cfs_jrec_place *rec, const char **why);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fs/base/assert.h"
+#include "fs/meta/piece.h"
 #include "fs/meta/pool.h"
 
 struct pool_store {
@@ -36,6 +37,7 @@ struct pool_store {
 	char label[CFS_LABEL_BYTES];
 	char source[256];
 	struct cfs_alloc *alloc;
+	_Atomic(struct cfs_pieces *) pieces; /* made on first use (pieces_of) */
 };
 
 struct cfs_pool {
@@ -43,6 +45,8 @@ struct cfs_pool {
 	unsigned count;
 	struct pool_store *store[CFS_POOL_STORES_MAX]; /* in index order */
 	_Atomic uint32_t default_store;		       /* CFS_STORE_NONE: most free */
+	uint32_t unit_bytes;			       /* 0 on RAM mounts */
+	uint32_t piece_min;			       /* 0: no pieces (piece.h) */
 };
 
 static void set_err(char *err, size_t err_bytes, const char *fmt, ...)
@@ -390,6 +394,7 @@ static void store_free(struct pool_store *s)
 {
 	if (!s)
 		return;
+	cfs_pieces_destroy(atomic_load(&s->pieces));
 	cfs_alloc_destroy(s->alloc);
 	free(s);
 }
@@ -419,6 +424,12 @@ int cfs_pool_create(const struct cfs_sb *sb0, const struct cfs_pool_source *sour
 	*out = NULL;
 	if (!pool)
 		return -ENOMEM;
+	pool->unit_bytes = sb0->alloc_unit_bytes;
+	if (sb0->incompat & CFS_FEAT_INCOMPAT_PIECES)
+		pool->piece_min = cfs_pieces_min_bytes(
+			sb0->alloc_unit_bytes, sb0->physical_sector_bytes > CFS_PIECE_MIN_BYTES
+						       ? sb0->physical_sector_bytes
+						       : CFS_PIECE_MIN_BYTES);
 	if (!(sb0->incompat & CFS_FEAT_INCOMPAT_POOL)) {
 		/* A pool of one: store 0 is the store itself. */
 		memcpy(self.uuid, sb0->uuid, CFS_UUID_BYTES);
@@ -564,6 +575,102 @@ void cfs_pool_free(struct cfs_pool *pool, uint64_t first_unit, uint64_t count, u
 	pthread_rwlock_unlock(&pool->lock);
 }
 
+/* ---- pieces (piece.h) ------------------------------------------------------------- */
+
+/* [pool lock] Store s's pieces in *out, made on first use: 0, `missing`
+ * without s, -EINVAL on a pool without pieces, -ENOMEM. */
+static int pieces_of(struct cfs_pool *pool, struct pool_store *s, int missing,
+		     struct cfs_pieces **out)
+{
+	struct cfs_pieces *p, *none = NULL;
+
+	if (!s)
+		return missing;
+	p = atomic_load(&s->pieces);
+	if (!p && !pool->piece_min)
+		return -EINVAL;
+	if (!p && cfs_pieces_create(s->alloc, pool->unit_bytes, pool->piece_min, &p))
+		return -ENOMEM;
+	if (p != atomic_load(&s->pieces) && !atomic_compare_exchange_strong(&s->pieces, &none, p)) {
+		cfs_pieces_destroy(p); /* another thread made it first */
+		p = none;
+	}
+	*out = p;
+	return 0;
+}
+
+uint32_t cfs_pool_piece_size(struct cfs_pool *pool, uint64_t bytes)
+{
+	return cfs_pieces_size(pool->piece_min, pool->unit_bytes, bytes);
+}
+
+int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, uint64_t *unit_out,
+		       uint32_t *offset_out)
+{
+	struct pool_store *s;
+	struct cfs_pieces *p;
+	int ret;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	s = by_index(pool, store);
+	ret = pieces_of(pool, s, -ENOENT, &p);
+	if (!ret)
+		ret = cfs_pieces_get(p, bytes, unit_out, offset_out);
+	if (!ret)
+		*unit_out += s->unit_base;
+	pthread_rwlock_unlock(&pool->lock);
+	return ret;
+}
+
+int cfs_pool_reserve_piece(struct cfs_pool *pool, uint64_t unit, uint32_t offset, uint32_t bytes)
+{
+	struct pool_store *s;
+	struct cfs_pieces *p;
+	int ret;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	s = by_unit(pool, unit, 1);
+	ret = pieces_of(pool, s, -ERANGE, &p);
+	if (!ret)
+		ret = cfs_pieces_reserve(p, unit - s->unit_base, offset, bytes);
+	pthread_rwlock_unlock(&pool->lock);
+	return ret;
+}
+
+void cfs_pool_free_piece(struct cfs_pool *pool, uint64_t unit, uint32_t offset, uint32_t bytes,
+			 uint64_t seq)
+{
+	struct pool_store *s;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	s = by_unit(pool, unit, 1);
+	/* A piece outside every store, or on a store without pieces, was
+	 * never handed out. */
+	CFS_ASSERT(s && atomic_load(&s->pieces));
+	cfs_pieces_free(atomic_load(&s->pieces), unit - s->unit_base, offset, bytes, seq);
+	pthread_rwlock_unlock(&pool->lock);
+}
+
+void cfs_pool_piece_stat(struct cfs_pool *pool, struct cfs_pieces_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_rwlock_rdlock(&pool->lock);
+	for (unsigned i = 0; i < pool->count; i++) {
+		struct cfs_pieces *p = atomic_load(&pool->store[i]->pieces);
+		struct cfs_pieces_stat one;
+
+		if (!p)
+			continue;
+		cfs_pieces_stat(p, &one);
+		st->units += one.units;
+		st->used_bytes += one.used_bytes;
+		st->busy_bytes += one.busy_bytes;
+		st->free_bytes += one.free_bytes;
+		st->pieces += one.pieces;
+	}
+	pthread_rwlock_unlock(&pool->lock);
+}
+
 struct discard_shift {
 	void (*discard)(void *arg, uint64_t first_unit, uint64_t count);
 	void *arg;
@@ -586,7 +693,12 @@ uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq,
 	pthread_rwlock_rdlock(&pool->lock);
 	for (unsigned i = 0; i < pool->count; i++) {
 		struct discard_shift d = {discard, arg, pool->store[i]->unit_base};
+		struct cfs_pieces *p = atomic_load(&pool->store[i]->pieces);
 
+		/* First: units its released pieces leave empty go back busy,
+		 * and the allocator releases (and discards) them now. */
+		if (p)
+			cfs_pieces_commit_done(p, durable_seq);
 		released += cfs_alloc_commit_done(pool->store[i]->alloc, durable_seq,
 						  discard ? discard_shifted : NULL, &d);
 	}

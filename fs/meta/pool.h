@@ -145,7 +145,30 @@ int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint
 int cfs_pool_reserve(struct cfs_pool *pool, uint64_t first_unit, uint64_t count);
 /* cfs_alloc_free() of pool units (an always-on assertion if in no store). */
 void cfs_pool_free(struct cfs_pool *pool, uint64_t first_unit, uint64_t count, uint64_t seq);
-/* cfs_alloc_commit_done() of every store; discard gets pool units. */
+/* ---- pieces: files smaller than half a unit (piece.h) -------------------------------
+ * Only on a store mount with incompat PIECES (FORMAT.md); each store has
+ * its own, made on first use. */
+
+/* The piece for `bytes` of data: the next power of two, at least the
+ * smallest piece; 0 when that is more than half a unit, or without pieces. */
+uint32_t cfs_pool_piece_size(struct cfs_pool *pool, uint64_t bytes);
+/* A piece of `bytes` on store `store`: *unit_out a pool unit, *offset_out
+ * bytes into it. cfs_pieces_get()'s results, -ENOENT for an unknown store,
+ * -EINVAL without pieces. */
+int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, uint64_t *unit_out,
+		       uint32_t *offset_out);
+/* cfs_pieces_reserve() of a pool unit's piece (mount): -ERANGE outside every
+ * store, -EINVAL without pieces. */
+int cfs_pool_reserve_piece(struct cfs_pool *pool, uint64_t unit, uint32_t offset, uint32_t bytes);
+/* cfs_pieces_free() of a pool unit's piece. */
+void cfs_pool_free_piece(struct cfs_pool *pool, uint64_t unit, uint32_t offset, uint32_t bytes,
+			 uint64_t seq);
+struct cfs_pieces_stat;
+/* Totals of every store's pieces (statfs, tests). */
+void cfs_pool_piece_stat(struct cfs_pool *pool, struct cfs_pieces_stat *st);
+
+/* cfs_alloc_commit_done() of every store, after its pieces' (busy pieces
+ * released, units they leave empty freed); discard gets pool units. */
 uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq,
 			      void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
 			      void *arg);

@@ -45,7 +45,8 @@ static void model_run(const uint8_t *buf, size_t length, uint64_t seed, bool sna
 			      .unit_bytes = 65536,
 			      .sector_bytes = 512,
 			      .max_file_units = 128,
-			      .incompat = CFS_FEAT_INCOMPAT_WRITTEN_RUNS};
+			      .incompat = CFS_FEAT_INCOMPAT_WRITTEN_RUNS | CFS_FEAT_INCOMPAT_PIECES,
+			      .physical_sector_bytes = 512};
 	struct fsck_report r = {0};
 	struct cfs_log_walk_result res;
 	struct fsck_model *m;

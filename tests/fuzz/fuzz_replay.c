@@ -65,8 +65,10 @@ static int build_store(struct cfs_io *io, const uint8_t *data, size_t size)
 	memcpy(sb.uuid, uuid, sizeof(uuid));
 	sb.generation = 1;
 	sb.flags = clean ? CFS_SB_CLEAN : 0;
-	/* Bit 2: a store with written runs (EXTENT_WRITTEN_RUN records). */
+	/* Bit 2: a store with written runs (EXTENT_WRITTEN_RUN records); bit
+	 * 3: with pieces (EXTENT_MAP_PIECE records). */
 	sb.incompat = size && (data[0] & 4) ? CFS_FEAT_INCOMPAT_WRITTEN_RUNS : 0;
+	sb.incompat |= size && (data[0] & 8) ? CFS_FEAT_INCOMPAT_PIECES : 0;
 	half = cfs_sb_half_size_bytes(&sb);
 	ret = cfs_ioq_create(io, &qc, &q);
 	if (ret)

@@ -6,8 +6,9 @@
  * test_extent.c cannot): lock-free lookups of a stable range while another
  * thread splits, merges, punches and clears runs next to it; completions
  * racing the committer's fold; completions racing a clearer; lookups racing
- * online moves (cfs_extent_remap). Exits 0, or 1 with a message on the first
- * wrong answer (TSan reports make it exit 66).
+ * online moves (cfs_extent_remap); completions into pieces racing the fold;
+ * lookups racing a piece's growth (cfs_extent_relocate). Exits 0, or 1 with
+ * a message on the first wrong answer (TSan reports make it exit 66).
  *
  * usage: extent_race [rounds]   (default 200; tests/integration/extent_race.sh)
  */
@@ -241,6 +242,130 @@ static void move_race(void)
 	join_all(&t, 1);
 }
 
+/* ---- 5. completions into pieces racing the fold --------------------------------------- */
+
+#define PIECE_BYTES (16u * 1024)
+#define PIECE_SECTORS (PIECE_BYTES / SECTOR)
+
+/* File unit fu maps the piece (fu / 4 + 10, fu % 4 * PIECE_BYTES). */
+static struct cfs_extent_loc piece_of(uint64_t fu)
+{
+	return (struct cfs_extent_loc){fu / 4 + 10, (uint32_t)(fu % 4) * PIECE_BYTES, PIECE_BYTES};
+}
+
+static void *piece_marker(void *p)
+{
+	int id = (int)(uintptr_t)p;
+
+	for (uint32_t s = 0; s < PIECE_SECTORS; s++)
+		for (uint64_t fu = (uint64_t)id; fu < 32; fu += 2) {
+			uint32_t sec = (s * 7 + (uint32_t)fu) % PIECE_SECTORS;
+			struct cfs_extent_loc l = piece_of(fu);
+
+			CHECK(cfs_extent_mark_written(map, fu * UNIT + sec * SECTOR, SECTOR,
+						      dev(l.store_unit, l.piece_offset_bytes +
+									sec * SECTOR)) == 0,
+			      "mark piece");
+		}
+	return NULL;
+}
+
+static void piece_fold_race(void)
+{
+	pthread_t t[2], c;
+	bool w;
+
+	fresh_map();
+	for (uint64_t fu = 0; fu < 32; fu++) {
+		struct cfs_extent_loc l = piece_of(fu);
+
+		CHECK(cfs_extent_map_piece(map, fu, &l) == 0, "map piece");
+	}
+	pthread_create(&c, NULL, collector, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, piece_marker, (void *)(uintptr_t)i);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	join_all(&c, 1);
+	for (uint64_t fu = 0; fu < 32; fu++) {
+		CHECK(cfs_extent_written_span(map, fu * UNIT, UNIT, &w) == PIECE_BYTES && w,
+		      "a completed write into piece %llu was lost", (unsigned long long)fu);
+		CHECK(!cfs_extent_sector_written(map, fu * UNIT + PIECE_BYTES),
+		      "written past piece %llu", (unsigned long long)fu);
+	}
+}
+
+/* ---- 6. lookups racing a piece's growth ----------------------------------------------- */
+
+/* A file unit's places as it grows: 4 KiB, 16 KiB, 32 KiB pieces, then a
+ * whole unit; the lookup of sector 1 must find one of them, written, and
+ * sector 2 unwritten, at every moment. */
+static struct cfs_extent_loc grow_place(uint64_t fu, int stage)
+{
+	static const uint32_t bytes[] = {4096, 16384, 32768, 0};
+
+	return (struct cfs_extent_loc){2000 + fu * 4 + (uint64_t)stage,
+				       bytes[stage] ? bytes[stage] : 0, bytes[stage]};
+}
+
+static void *grow_reader(void *p)
+{
+	(void)p;
+	while (!atomic_load(&stop)) {
+		for (uint64_t fu = 0; fu < 8; fu++) {
+			struct cfs_extent_run run;
+			bool known = false;
+
+			CHECK(cfs_extent_lookup(map, fu * UNIT + SECTOR, SECTOR, &run) == 0 &&
+				      run.mapped,
+			      "unit %llu unmapped while it grew", (unsigned long long)fu);
+			for (int st = 0; st < 4; st++) {
+				struct cfs_extent_loc l = grow_place(fu, st);
+
+				known |= run.device_offset_bytes ==
+					 dev(l.store_unit, l.piece_offset_bytes + SECTOR);
+			}
+			CHECK(known, "unit %llu looked up at %llu", (unsigned long long)fu,
+			      (unsigned long long)run.device_offset_bytes);
+			CHECK(cfs_extent_sector_written(map, fu * UNIT + SECTOR) &&
+				      !cfs_extent_sector_written(map, fu * UNIT + 2 * SECTOR),
+			      "unit %llu's written-state changed while it grew",
+			      (unsigned long long)fu);
+		}
+	}
+	return NULL;
+}
+
+static void piece_grow_race(void)
+{
+	for (int r = 0; r < rounds; r++) {
+		pthread_t t;
+
+		fresh_map();
+		for (uint64_t fu = 0; fu < 8; fu++) {
+			struct cfs_extent_loc l = grow_place(fu, 0);
+
+			CHECK(cfs_extent_map_piece(map, fu, &l) == 0, "map piece");
+			CHECK(cfs_extent_mark_written(map, fu * UNIT + SECTOR, SECTOR,
+						      dev(l.store_unit, l.piece_offset_bytes +
+									SECTOR)) == 0,
+			      "mark");
+			if (r % 2)
+				CHECK(cfs_extent_collect_dirty(map, nop, NULL) == 0, "collect");
+		}
+		pthread_create(&t, NULL, grow_reader, NULL);
+		for (int st = 1; st < 4; st++)
+			for (uint64_t fu = 0; fu < 8; fu++) {
+				struct cfs_extent_loc from = grow_place(fu, st - 1);
+				struct cfs_extent_loc to = grow_place(fu, st);
+
+				CHECK(cfs_extent_relocate(map, fu, &from, &to, NULL, NULL) == 0,
+				      "relocate");
+			}
+		join_all(&t, 1);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -250,6 +375,8 @@ int main(int argc, char **argv)
 	fold_race();
 	clear_race();
 	move_race();
+	piece_fold_race();
+	piece_grow_race();
 	cfs_extent_quiesce(map);
 	cfs_extent_map_destroy(map);
 	printf("extent_race: %d rounds, ok\n", rounds);

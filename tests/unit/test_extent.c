@@ -237,15 +237,19 @@ Test(extent, write_to_retired_unit_is_ignored, .init = setup, .fini = teardown)
 struct unmapped {
 	int n;
 	uint64_t fu[8], su[8], count[8];
+	uint32_t poff[8], pbytes[8];
 };
 
-static void unmap_cb(void *arg, uint64_t fu, uint64_t su, uint64_t count)
+static void unmap_cb(void *arg, uint64_t fu, uint64_t su, uint64_t count, uint32_t poff,
+		     uint32_t pbytes)
 {
 	struct unmapped *u = arg;
 
 	u->fu[u->n] = fu;
 	u->su[u->n] = su;
 	u->count[u->n] = count;
+	u->poff[u->n] = poff;
+	u->pbytes[u->n] = pbytes;
 	u->n++;
 }
 
@@ -939,4 +943,289 @@ Test(extent, remap_under_concurrent_lookups, .init = setup, .fini = teardown)
 	pthread_join(t, NULL);
 	cr_assert_eq(atomic_load(&r.bad), 0, "%lu bad lookups of %lu",
 		     (unsigned long)atomic_load(&r.bad), (unsigned long)atomic_load(&r.looks));
+}
+
+/* ---- pieces: a file unit mapped to part of a store unit ------------------------- */
+
+#define KIB 1024u
+
+static struct cfs_extent_loc piece_at(uint64_t su, uint32_t off, uint32_t bytes)
+{
+	return (struct cfs_extent_loc){su, off, bytes};
+}
+
+struct piece_views {
+	int n;
+	struct cfs_extent_unit_view v[8];
+	uint8_t bits[8][SPU / 8];
+};
+
+static int piece_views_cb(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct piece_views *p = arg;
+
+	cr_assert_lt(p->n, 8);
+	p->v[p->n] = *v;
+	p->v[p->n].bits = NULL;
+	cfs_extent_view_bits(v, 0, v->sector_count, p->bits[p->n]);
+	p->n++;
+	return 0;
+}
+
+Test(extent, piece_lookup_and_space, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc p = piece_at(7, 16 * KIB, 8 * KIB), got;
+	struct cfs_extent_run run;
+
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	cr_assert_eq(cfs_extent_lookup(map, 0, 2 * UNIT, &run), 0);
+	cr_assert(run.mapped);
+	cr_assert_eq(run.length_bytes, 8 * KIB);
+	cr_assert_eq(run.store_unit, 7);
+	cr_assert_eq(run.device_offset_bytes, dev(7, 16 * KIB));
+	cr_assert_eq(cfs_extent_lookup(map, 4096 + 512, 100, &run), 0);
+	cr_assert_eq(run.device_offset_bytes, dev(7, 16 * KIB + 4096 + 512));
+	/* The rest of the file unit is a hole, up to the unit's end. */
+	cr_assert_eq(cfs_extent_lookup(map, 8 * KIB, 2 * UNIT, &run), 0);
+	cr_assert_not(run.mapped);
+	cr_assert_eq(run.length_bytes, UNIT - 8 * KIB);
+	/* A whole unit after it that continues on the store: no merge. */
+	cr_assert_eq(cfs_extent_map_units(map, 1, 8, 1), 0);
+	cr_assert_eq(cfs_extent_lookup(map, 0, 2 * UNIT, &run), 0);
+	cr_assert_eq(run.length_bytes, 8 * KIB);
+	cr_assert_eq(cfs_extent_lookup(map, UNIT, UNIT, &run), 0);
+	cr_assert_eq(run.device_offset_bytes, dev(8, 0));
+	cr_assert_eq(cfs_extent_mapped_units(map), 2);
+	cr_assert_eq(cfs_extent_piece_count(map), 1);
+	cr_assert_eq(cfs_extent_mapped_bytes(map), UNIT + 8 * KIB);
+	cr_assert_eq(cfs_extent_unit_loc(map, 0, &got), 0);
+	cr_assert_eq(got.store_unit, 7);
+	cr_assert_eq(got.piece_offset_bytes, 16 * KIB);
+	cr_assert_eq(got.piece_bytes, 8 * KIB);
+	cr_assert_eq(cfs_extent_unit_loc(map, 1, &got), 0);
+	cr_assert_eq(got.piece_bytes, 0);
+	cr_assert_eq(cfs_extent_unit_loc(map, 2, &got), -ENOENT);
+	cr_assert_eq(cfs_extent_unit_get(map, 0), 7);
+}
+
+Test(extent, piece_map_rules, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc p = piece_at(7, 0, 4096), q = piece_at(7, 4096, 4096);
+	struct cfs_extent_loc bad[] = {
+		piece_at(7, 0, 2048),	    /* below 4 KiB */
+		piece_at(7, 0, 12 * KIB),   /* not a power of two */
+		piece_at(7, 0, UNIT),	    /* a whole unit */
+		piece_at(7, 4096, 8 * KIB), /* not aligned to its size */
+		piece_at(7, UNIT, 4096),    /* past the unit */
+	};
+	struct cfs_extent_loc far = piece_at(4096, 0, 4096);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(cfs_extent_map_piece(map, 0, &bad[i]), -EINVAL, "bad piece %zu", i);
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &far), -ERANGE);
+	cr_assert_eq(cfs_extent_map_piece(map, geom.max_units, &p), -EFBIG);
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	/* Again: nothing changes (replay); another place: taken. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 512, dev(7, 0)), 0);
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	cr_assert(cfs_extent_sector_written(map, 0));
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &q), -EEXIST);
+	cr_assert_eq(cfs_extent_map_units(map, 0, 7, 1), -EEXIST);
+	/* Replay replaces, and the new mapping starts unwritten. */
+	cr_assert_eq(cfs_extent_remap_piece(map, 0, &q), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	cr_assert_eq(cfs_extent_remap_units(map, 0, 7, 1), 0);
+	cr_assert_eq(cfs_extent_piece_count(map), 0);
+	cr_assert_eq(cfs_extent_mapped_bytes(map), UNIT);
+	/* Moves of whole units refuse pieces. */
+	cr_assert_eq(cfs_extent_remap_piece(map, 0, &p), 0);
+	cr_assert_eq(cfs_extent_move(map, 0, 1, 9), -EINVAL);
+	cr_assert_eq(cfs_extent_remap(map, 0, 7, 9, NULL, NULL), -ESTALE);
+}
+
+Test(extent, piece_written_state, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc p = piece_at(7, 16 * KIB, 8 * KIB);
+	struct piece_views pv = {0};
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	/* A write that went to the same offset of another place: ignored. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(7, 0)), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(8, 16 * KIB)), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(7, 16 * KIB)), 0);
+	cr_assert(cfs_extent_sector_written(map, 0));
+	cr_assert_not(cfs_extent_sector_written(map, 4096));
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 4096);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_written_span(map, 4096, 2 * UNIT, &w), 2 * UNIT);
+	cr_assert_not(w);
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.n, 1);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_BITMAP);
+	cr_assert_eq(pv.v[0].sector_count, 16);
+	cr_assert_eq(pv.v[0].piece_offset_bytes, 16 * KIB);
+	cr_assert_eq(pv.v[0].piece_bytes, 8 * KIB);
+	cr_assert_eq(pv.bits[0][0], 0xff);
+	cr_assert_eq(pv.bits[0][1], 0x00);
+	/* The rest of the piece: ALL, folded into the run; past it a hole. */
+	cr_assert_eq(cfs_extent_mark_written(map, 4096, 4096, dev(7, 20 * KIB)), 0);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_ALL);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 8 * KIB);
+	cr_assert(w);
+	cr_assert_not(cfs_extent_sector_written(map, 8 * KIB));
+	cr_assert_eq(cfs_extent_seek_data(map, 0, UNIT), 0);
+	cr_assert_eq(cfs_extent_seek_hole(map, 0, UNIT), 8 * KIB);
+	cr_assert_eq(cfs_extent_seek_data(map, 8 * KIB, UNIT), -ENXIO);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_for_each(map, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.n, 1);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_ALL);
+	cr_assert_eq(pv.v[0].unit_count, 1);
+	cr_assert_eq(pv.v[0].sector_count, 16);
+	/* Clearing past the piece stops at its end; inside it, a bitmap. */
+	cr_assert_eq(cfs_extent_mark_unwritten(map, 6 * KIB, UNIT, NULL, NULL), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 6 * KIB);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_seek_hole(map, 0, UNIT), 6 * KIB);
+}
+
+Test(extent, piece_replay_clips_to_the_piece, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc p = piece_at(7, 32 * KIB, 4096);
+	uint8_t ones[SPU / 8];
+	bool w;
+
+	memset(ones, 0xff, sizeof(ones));
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	/* A record about the store unit, longer than the piece: its sectors
+	 * apply, the rest is ignored. */
+	cr_assert_eq(cfs_extent_apply_ws(map, 0, 7, CFS_EXTENT_WS_OP_OR, 4, 100, ones), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 2048);
+	cr_assert_not(w);
+	cr_assert_eq(cfs_extent_written_span(map, 2048, UNIT, &w), 2048);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_apply_ws(map, 0, 7, CFS_EXTENT_WS_OP_OR, 50, 10, ones), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 50 * SECTOR));
+	/* Another store unit: not this mapping. */
+	cr_assert_eq(cfs_extent_apply_ws(map, 0, 8, CFS_EXTENT_WS_OP_OR, 0, 8, NULL), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	/* A written run over the store unit: the whole piece. */
+	cr_assert_eq(cfs_extent_apply_written_run(map, 0, 7, 1), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 4096);
+	cr_assert(w);
+	cr_assert_not(cfs_extent_sector_written(map, 4096));
+}
+
+Test(extent, piece_unmap_reports_the_piece, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc p = piece_at(7, 8 * KIB, 8 * KIB);
+	struct unmapped u = {0};
+
+	cr_assert_eq(cfs_extent_map_units(map, 1, 8, 2), 0);
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(7, 8 * KIB)), 0);
+	cr_assert_eq(cfs_extent_unmap(map, 0, UINT64_MAX, unmap_cb, &u), 3);
+	cr_assert_eq(u.n, 2);
+	cr_assert_eq(u.fu[0], 0);
+	cr_assert_eq(u.su[0], 7);
+	cr_assert_eq(u.count[0], 1);
+	cr_assert_eq(u.poff[0], 8 * KIB);
+	cr_assert_eq(u.pbytes[0], 8 * KIB);
+	cr_assert_eq(u.fu[1], 1);
+	cr_assert_eq(u.su[1], 8);
+	cr_assert_eq(u.count[1], 2);
+	cr_assert_eq(u.pbytes[1], 0);
+	cr_assert_eq(cfs_extent_mapped_bytes(map), 0);
+	cr_assert_eq(cfs_extent_piece_count(map), 0);
+	/* A completion of the write to the old piece marks nothing now. */
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &p), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+}
+
+Test(extent, relocate_grows_a_piece, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc small = piece_at(7, 16 * KIB, 8 * KIB);
+	struct cfs_extent_loc big = piece_at(7, 32 * KIB, 32 * KIB);
+	struct cfs_extent_loc whole = {9, 0, 0};
+	struct cfs_extent_run run;
+	struct piece_views pv = {0};
+	bool w;
+
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &small), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 1024, 2048, dev(7, 17 * KIB)), 0);
+	/* Smaller, the same, or not the current place: refused. */
+	cr_assert_eq(cfs_extent_relocate(map, 0, &small, &(struct cfs_extent_loc){7, 0, 4096}, NULL,
+					 NULL),
+		     -EINVAL);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &small, &small, NULL, NULL), -EINVAL);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &big, &whole, NULL, NULL), -ESTALE);
+	cr_assert_eq(cfs_extent_relocate(map, 1, &small, &big, NULL, NULL), -ESTALE);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &small, &big, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.n, 1);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_BITMAP);
+	cr_assert_eq(pv.v[0].sector_count, 64);
+	cr_assert_eq(pv.v[0].piece_offset_bytes, 32 * KIB);
+	cr_assert_eq(pv.bits[0][0], 0x3c); /* sectors 2..5 */
+	cr_assert_eq(cfs_extent_lookup(map, 0, UNIT, &run), 0);
+	cr_assert_eq(run.length_bytes, 32 * KIB);
+	cr_assert_eq(run.device_offset_bytes, dev(7, 32 * KIB));
+	cr_assert_eq(cfs_extent_written_span(map, 1024, UNIT, &w), 2048);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_mapped_bytes(map), 32 * KIB);
+	/* A late completion to the old piece: not the mapping any more. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 1024, dev(7, 16 * KIB)), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	/* Fill the new piece, then grow it into a whole unit: ALL of 64
+	 * sectors is 64 of the unit's 128. */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 32 * KIB, dev(7, 32 * KIB)), 0);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_ALL);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_relocate(map, 0, &big, &whole, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_BITMAP);
+	cr_assert_eq(pv.v[0].sector_count, SPU);
+	cr_assert_eq(pv.v[0].piece_bytes, 0);
+	for (unsigned i = 0; i < SPU / 8; i++)
+		cr_assert_eq(pv.bits[0][i], i < 8 ? 0xff : 0, "byte %u", i);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 32 * KIB);
+	cr_assert(w);
+	cr_assert_eq(cfs_extent_piece_count(map), 0);
+	cr_assert_eq(cfs_extent_mapped_bytes(map), UNIT);
+	/* Written to the end: ALL, folded. */
+	cr_assert_eq(cfs_extent_mark_written(map, 32 * KIB, 32 * KIB, dev(9, 32 * KIB)), 0);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.v[0].state, CFS_EXTENT_WS_ALL);
+	cr_assert_eq(cfs_extent_written_span(map, 0, 2 * UNIT, &w), UNIT);
+}
+
+Test(extent, relocate_in_the_same_unit_keeps_records_apart, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc a = piece_at(7, 0, 4096), b = piece_at(7, 8 * KIB, 8 * KIB);
+	struct cfs_extent_loc c = piece_at(7, 16 * KIB, 16 * KIB);
+	bool w;
+
+	/* An unwritten piece relocates to an unwritten one. */
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &a), 0);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &a, &b, NULL, NULL), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), UNIT);
+	cr_assert_not(w);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 512, dev(7, 8 * KIB)), 0);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &b, &c, NULL, NULL), 0);
+	cr_assert(cfs_extent_sector_written(map, 0));
+	cr_assert_not(cfs_extent_sector_written(map, 512));
+	/* Back to a place it had before (a's record is gone). */
+	cr_assert_eq(cfs_extent_unmap(map, 0, 1, NULL, NULL), 1);
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &a), 0);
+	cr_assert_not(cfs_extent_sector_written(map, 0));
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(7, 0)), 0);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &a, &b, NULL, NULL), 0);
+	cr_assert_eq(cfs_extent_written_span(map, 0, UNIT, &w), 4096);
+	cr_assert(w);
+	cr_assert_not(cfs_extent_sector_written(map, 4096));
 }

@@ -242,7 +242,7 @@ Test(sb, unsupported_version)
 }
 
 /* Every bit of each mask, one at a time (the known incompat bits have their
- * own tests: pool_*, and WRITTEN_RUNS is accepted). */
+ * own tests: pool_*, and WRITTEN_RUNS and PIECES are accepted). */
 Test(sb, feature_bits)
 {
 	struct cfs_sb sb, out;
@@ -282,6 +282,13 @@ Test(sb, feature_bits)
 	sb_patch(block, 32, 8, CFS_FEAT_INCOMPAT_WRITTEN_RUNS);
 	cr_assert_eq(cfs_sb_decode(block, &out, NULL), 0);
 	cr_assert_eq(out.incompat, CFS_FEAT_INCOMPAT_WRITTEN_RUNS);
+	cr_assert_eq(cfs_sb_check_mountable(&out, NULL), 0);
+	/* Neither does PIECES, alone or with it. */
+	sb_patch(block, 32, 8, CFS_FEAT_INCOMPAT_PIECES);
+	cr_assert_eq(cfs_sb_decode(block, &out, NULL), 0);
+	cr_assert_eq(out.incompat, CFS_FEAT_INCOMPAT_PIECES);
+	sb_patch(block, 32, 8, CFS_FEAT_INCOMPAT_PIECES | CFS_FEAT_INCOMPAT_WRITTEN_RUNS);
+	cr_assert_eq(cfs_sb_decode(block, &out, NULL), 0);
 	cr_assert_eq(cfs_sb_check_mountable(&out, NULL), 0);
 }
 

@@ -24,6 +24,7 @@
 #include "fs/meta/journal.h"
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/piece.h"
 #include "fs/meta/pool.h"
 #include "tests/unit/unit.h"
 
@@ -1023,4 +1024,175 @@ Test(journal, store_without_written_runs_gets_unit_records, .init = setup_no_run
 	release(before);
 	release(after);
 	written_after_snapshot_survive_a_crash();
+}
+
+/* ---- pieces (incompat PIECES): records, replay, snapshots, mount, frees ------------- */
+
+static void setup_pieces(void)
+{
+	store_incompat = CFS_FEAT_INCOMPAT_WRITTEN_RUNS | CFS_FEAT_INCOMPAT_PIECES;
+	setup();
+}
+
+/* Map file unit 0 of in to a new piece of `bytes`, as the namespace does:
+ * the allocator's piece, the map, and one logged transaction. */
+static struct cfs_extent_loc map_piece(struct cfs_inode *in, uint32_t bytes)
+{
+	struct cfs_extent_loc loc = {0, 0, bytes};
+	struct cfs_jrec_piece rec;
+	struct cfs_txn txn;
+
+	cr_assert_eq(
+		cfs_pool_get_piece(fs->pool, 0, bytes, &loc.store_unit, &loc.piece_offset_bytes),
+		0);
+	rec = (struct cfs_jrec_piece){in->ino, 0, loc.store_unit, loc.piece_offset_bytes, bytes};
+	pthread_mutex_lock(&in->lock);
+	cr_assert_eq(cfs_extent_map_piece(in->map, 0, &loc), 0);
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_piece(&txn, &rec);
+	cfs_txn_end(&txn);
+	pthread_mutex_unlock(&in->lock);
+	return loc;
+}
+
+static uint64_t piece_bytes_used(void)
+{
+	struct cfs_pieces_stat st;
+
+	cfs_pool_piece_stat(fs->pool, &st);
+	return st.used_bytes;
+}
+
+Test(journal, pieces_survive_crash_snapshot_and_unlink, .init = setup_pieces,
+     .fini = teardown_no_runs)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "small", S_IFREG | 0600);
+	uint64_t g = mk(CFS_ROOT_INO, "tiny", S_IFREG | 0600);
+	struct cfs_extent_loc lf, lg;
+	struct cfs_inode *in;
+	struct cfs_attr a;
+	char *before;
+
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	lf = map_piece(in, 16 * 1024);
+	write_sim(in, 0, 8192); /* half of it: a bitmap */
+	cfs_ns_release(fs, in);
+	cr_assert_eq(cfs_ns_open(fs, g, &in), 0);
+	lg = map_piece(in, 4096);
+	write_sim(in, 0, 4096); /* all of it */
+	cfs_ns_release(fs, in);
+	cr_assert_eq(lf.store_unit, lg.store_unit); /* one piece unit */
+	cr_assert_eq(cfs_ns_getattr(fs, f, &a), 0);
+	cr_assert_eq(a.blocks_512, 16 * 1024 / 512);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	before = dump();
+	cr_assert(strstr(before, "piece "), "%s", before);
+	/* From the log. */
+	crash_and_remount();
+	assert_dump(before);
+	cr_assert_eq(piece_bytes_used(), 20 * 1024);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, lf.store_unit), CFS_ALLOC_STATE_USED);
+	/* From a snapshot. */
+	remount();
+	assert_dump(before);
+	cr_assert_eq(piece_bytes_used(), 20 * 1024);
+	/* Unlinked: busy until the unlink is durable, then the empty unit
+	 * goes back. */
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "small"), 0);
+	cr_assert_eq(cfs_ns_unlink(fs, CFS_ROOT_INO, "tiny"), 0);
+	cr_assert_eq(piece_bytes_used(), 0);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, lf.store_unit), CFS_ALLOC_STATE_USED);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, lf.store_unit), CFS_ALLOC_STATE_FREE);
+	release(before);
+}
+
+Test(journal, piece_records_refused_without_the_feature, .init = setup, .fini = teardown)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
+	struct cfs_jrec_piece rec = {f, 0, 3, 0, 4096};
+	struct cfs_txn txn;
+	char err[256] = "";
+
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_piece(&txn, &rec);
+	cfs_txn_end(&txn);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_fs_abandon(fs);
+	fs = NULL;
+	cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), -EUCLEAN);
+	cr_assert(strstr(err, "pieces feature"), "%s", err);
+}
+
+Test(journal, piece_records_that_can_never_be_valid, .init = setup_pieces, .fini = teardown_no_runs)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
+	struct cfs_jrec_piece bad[] = {
+		{f, 0, 3, 4096, 8192},	      /* not aligned to its size */
+		{f, 0, 3, 0, 2048},	      /* below 4 KiB */
+		{f, 0, 3, 0, UNIT},	      /* a whole unit */
+		{f, 0, 1ull << 40, 0, 4096},  /* beyond the data region */
+		{f + 100, 0, 3, 0, 3 * 4096}, /* not a power of two, no such file */
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct cfs_txn txn;
+		char err[256] = "";
+
+		if (!fs)
+			mount_fs();
+		cfs_txn_begin(&txn, fs->journal);
+		cfs_txn_piece(&txn, &bad[i]);
+		cfs_txn_end(&txn);
+		cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+		cfs_fs_abandon(fs);
+		fs = NULL;
+		cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), -EUCLEAN, "record %zu",
+			     i);
+		cr_assert(strstr(err, "piece") || strstr(err, "data region"), "%zu: %s", i, err);
+		/* The store stays as it was: format again for the next. */
+		fs = NULL;
+		format_store(0, 0);
+	}
+	mount_fs();
+}
+
+Test(journal, overlapping_pieces_refuse_the_mount, .init = setup_pieces, .fini = teardown_no_runs)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
+	uint64_t g = mk(CFS_ROOT_INO, "g", S_IFREG | 0600);
+	struct cfs_jrec_piece a = {f, 0, 3, 0, 8192}, b = {g, 0, 3, 4096, 4096};
+	struct cfs_jrec_extent whole = {g, 0, 3, 1};
+	struct cfs_txn txn;
+	char err[256] = "";
+
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_piece(&txn, &a);
+	cfs_txn_piece(&txn, &b);
+	cfs_txn_end(&txn);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_fs_abandon(fs);
+	fs = NULL;
+	cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), -EUCLEAN);
+	cr_assert(strstr(err, "pieces"), "%s", err);
+	/* A unit that holds a piece and is mapped whole by another file. */
+	format_store(0, 0);
+	mount_fs();
+	f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
+	g = mk(CFS_ROOT_INO, "g", S_IFREG | 0600);
+	a.ino = f;
+	whole.ino = g;
+	cfs_txn_begin(&txn, fs->journal);
+	cfs_txn_piece(&txn, &a);
+	cfs_txn_extent(&txn, CFS_LOG_EXTENT_MAP, &whole);
+	cfs_txn_end(&txn);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cfs_fs_abandon(fs);
+	fs = NULL;
+	cr_assert_eq(cfs_fs_open(io, &opts, &fs, err, sizeof(err)), -EUCLEAN);
+	cr_assert(strstr(err, "mapped by two files"), "%s", err);
+	format_store(0, 0);
+	mount_fs();
 }
