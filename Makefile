@@ -176,7 +176,7 @@ $(B)/tests/progs/extent_race: $(B)/obj/tests/progs/extent_race.o $(LIB_META) $(L
 
 bench-build: $(BENCH_BINS) $(TESTPROG_BINS) $(PROGRAMS)
 
-# make bench: every benchmark of issue 10 in one run, with a report in
+# make bench: every benchmark in one run, with a report in
 # bench/results/run-<time>/ (bench/run-all.sh; as root; about 35 minutes,
 # QUICK=1 under 8). Never part of make check or CI.
 .PHONY: bench

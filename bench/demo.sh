@@ -56,7 +56,7 @@ mkdir -p "$mnt" "$links"
 
 step "format a $size store on an image file: mkchunkfs -s $size -L demo $image"
 # The image is written fully (no --sparse), so the filesystem under it holds no
-# unwritten extents: first writes into those pay journal commits (seeds/002).
+# unwritten extents: first writes into those pay journal commits.
 "$bin/mkchunkfs" -s "$size" -L demo "$image"
 
 step "a second mkchunkfs on the same image is refused without -f"

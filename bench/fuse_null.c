@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fuse_null.c — the floor under the open/close case (seed 004) and under
- * the data path (issues 6 and 7): a FUSE filesystem that does nothing but
- * answer, so the benchmarks can show what the FUSE round trips themselves
+ * fuse_null.c — the floor under the open/close case (bench/openclose.c) and
+ * under the data path (bench/perf.sh, bench/ram-vs-tmpfs.sh): a FUSE
+ * filesystem that does nothing but answer, so the benchmarks can show what the FUSE round trips themselves
  * cost next to chunkfs, ext4, tmpfs and the raw store.
  *
  *   fuse_null [-n] [-s SIZE] MOUNTPOINT      (foreground; until unmounted)

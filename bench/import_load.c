@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * import_load.c — the dbimport of ../shared/seeds/002_*.txt as a file
+ * import_load.c — the Informix dbimport of a filesystem-choice article as a file
  * workload: a database loads tables into new chunks, appending data pages
  * in order while it builds the indexes, whose pages land at scattered
- * places; at the end everything is flushed. The seed timed this on ext4 and
+ * places; at the end everything is flushed. The article timed this on ext4 and
  * ext2, with and without DIRECT_IO.
  *
  *   import_load [-n chunks] [-m MB] [-p page] [-x index%] [-a pages] [-d] DIR

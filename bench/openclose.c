@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * openclose.c — the open/close scaling test of ../shared/seeds/004_*.txt:
+ * openclose.c — the open/close scaling test of a FairCom Server note:
  * `threads` connections repeatedly open and close a file set (one data file
  * and three index files); the sets number `files`, connection k uses set
  * k % files. One set for all is the best case (the files stay open

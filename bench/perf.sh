@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/perf.sh — the data-path matrix of issue 7 in one run: fio
+# bench/perf.sh — the data-path matrix in one run: fio
 # (ioengine=io_uring, direct=1) on the raw store (an image file on ext4,
 # written in full, and a loop device over it), on ext4 O_DIRECT files on the
 # same device, on chunkfs mounted on an image, and on chunkfs mounted on a

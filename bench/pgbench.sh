@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/pgbench.sh — pgbench on chunkfs against the same on ext4, on the
-# same device, in the same run (issue 9; target: chunkfs >= 0.8x ext4 tps).
+# same device, in the same run (target: chunkfs >= 0.8x ext4 tps).
 #
 # Two image files of the same size in one directory of the disk (default
 # /var/tmp), each on a loop device (--direct-io=on): one formatted ext4 and

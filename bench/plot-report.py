@@ -190,14 +190,14 @@ if os.path.exists(os.path.join(D, "checkpoint.csv")):
     w = {t: med(r["worst_ms"] for r in R if r["target"] == t) for t, _ in names}
     n = {t: sum(1 for r in R if r["target"] == t) for t, _ in names}
     b = a.get("disk-buffered")
-    p("## 2. Temp-table checkpoints (seed 000)")
+    p("## 2. Temp-table checkpoints (Informix temp dbspaces)")
     p()
     p("`bench/temp_checkpoint.c` via `bench/ram-vs-tmpfs.sh -c checkpoint`: %s rounds of "
       "80 MB written as 2 KiB pages (ascending offsets) into a temp chunk, then fdatasync; "
       "a round's flush time runs from the first write to the end of the fdatasync. ext4 "
-      "buffered is the seed's baseline (Informix AIO in a file system: pwrite per page, one "
-      "fsync); every other target writes O_DIRECT through io_uring at QD32 (DIRECT_IO 5). "
-      "ext4 = the disk filesystem holding the images. Seed: DIRECT_IO 5 -6%% to -30%% flush "
+      "buffered is the baseline of IBM's DIRECT_IO note (Informix AIO in a file system: "
+      "pwrite per page, one fsync); every other target writes O_DIRECT through io_uring at QD32 (DIRECT_IO 5). "
+      "ext4 = the disk filesystem holding the images. The note: DIRECT_IO 5 -6%% to -30%% flush "
       "time, RAM disk -67%%." % rounds)
     p()
     body = []
@@ -229,18 +229,19 @@ if os.path.exists(os.path.join(D, "fschoice.csv")):
     for r in R:
         s.setdefault(r["target"], []).append(float(r["seconds"]))
     mb = int(R[0]["chunks"]) * int(R[0]["MB"]) if R else 0
-    seed = {"ext4-buffered": ("Test 1", "91m41s", 1.0), "ext4-direct": ("Test 2", "195m57s", 195.95 / 91.68),
-            "ext2-buffered": ("Test 3", "54m49s", 54.82 / 91.68), "ext2-direct": ("Test 4", "49m54s", 49.9 / 91.68)}
+    article = {"ext4-buffered": ("Test 1", "91m41s", 1.0),
+               "ext4-direct": ("Test 2", "195m57s", 195.95 / 91.68),
+               "ext2-buffered": ("Test 3", "54m49s", 54.82 / 91.68), "ext2-direct": ("Test 4", "49m54s", 49.9 / 91.68)}
     order = ["ext4-buffered", "ext4-direct", "ext2-buffered", "ext2-direct", "xfs-buffered",
              "xfs-direct", "chunkfs-buffered", "chunkfs-direct"]
     t1 = med(s.get("ext4-buffered", []))
-    p("## 3. Filesystem choice (seed 002)")
+    p("## 3. Filesystem choice (the Informix filesystem article)")
     p()
     p("`bench/import_load.c`: an import into %s new chunk files of %s MB (%d MB): data pages "
       "(2 KiB) appended 16 per write, index pages (25%% of each chunk) written one by one at "
       "random places, interleaved, then fsync; one session, synchronous writes. Each "
       "filesystem is made fresh on the same loop device (`--direct-io=on`, over an image "
-      "written in full) before each run; DIRECT_IO 1 = O_DIRECT. Elapsed seconds; the seed's "
+      "written in full) before each run; DIRECT_IO 1 = O_DIRECT. Elapsed seconds; the article's "
       "times (1.7 GB dbimport) for its four tests beside." %
       (R[0]["chunks"] if R else "?", R[0]["MB"] if R else "?", mb))
     p()
@@ -249,15 +250,15 @@ if os.path.exists(os.path.join(D, "fschoice.csv")):
         if t not in s:
             continue
         v = med(s[t])
-        sd = seed.get(t, ("", "", None))
+        sd = article.get(t, ("", "", None))
         fs, mode = t.split("-")
         body.append([sd[0] or "-", "%s, DIRECT_IO %d" % (fs, mode == "direct"), "%.2f" % v,
                      "%.0f" % (mb / v), "%.2fx" % (v / t1) if t1 else "-",
                      sd[1] or "-", "%.2fx" % sd[2] if sd[2] else "-", len(s[t])])
-    table(["seed test", "filesystem", "seconds", "MB/s", "vs test 1", "seed time",
-           "seed vs test 1", "runs"], body)
+    table(["article test", "filesystem", "seconds", "MB/s", "vs test 1", "article time",
+           "article vs test 1", "runs"], body)
     dat("fschoice", ['"%s" %.3f' % (t.replace("-", " "), med(s[t])) for t in order if t in s])
-    plot("fschoice", "set title 'Import load (seed 002): elapsed seconds, lower is better'\n"
+    plot("fschoice", "set title 'Import load: elapsed seconds, lower is better'\n"
          "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 's'\n"
          "set grid ytics\nset yrange [0:*]\nset xtics rotate by -20\n"
          "plot 'fschoice.dat' using 0:2:xtic(1) with boxes notitle")
@@ -280,11 +281,11 @@ if os.path.exists(os.path.join(D, "openclose.csv")):
     tg = [t for t in ("chunkfs", "ext4", "tmpfs", "fuse-null", "fuse-noopen")
           if any(k[0] == t for k in s)]
     it = R[0]["iterations"] if R else "?"
-    p("## 4. Open/close scaling (seed 004)")
+    p("## 4. Open/close scaling (FairCom's open/close test)")
     p()
     p("`bench/openclose.c`: 128 threads, each %s times opening (O_RDWR | O_DIRECT) and "
       "closing a file set of one data and three index files; file sets 1..128, thread k "
-      "on set k %% sets. Total seconds, the seed's table shape (the seed ran 2000 "
+      "on set k %% sets. Total seconds, the table shape of FairCom's note (it ran 2000 "
       "iterations; its Centos 6 column: 3.07 s for 1 set, 21.3 s for 128). ext4 = a "
       "directory on the disk filesystem. fuse-null = `bench/fuse_null.c`, a FUSE "
       "filesystem that answers OPEN and RELEASE as chunkfs does and does nothing else: "
@@ -393,7 +394,7 @@ pg = read("pgbench.txt")
 if pg:
     p("## 7. PostgreSQL: pgbench, tablespace on chunkfs vs on ext4")
     p()
-    p("`bench/pgbench.sh` (bench/README.md, issue 9). Its summary:")
+    p("`bench/pgbench.sh` (bench/README.md). Its summary:")
     p()
     p("```")
     p(pg.strip())
@@ -411,7 +412,7 @@ if pg:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dbsummary  # noqa: E402
 
-# the goals of the database issue: (case, metric) -> (kind, value); "ratio>="
+# the goals for the databases: (case, metric) -> (kind, value); "ratio>="
 # and "ratio<=" compare chunkfs/ext4 of the medians, "abs<=" chunkfs's
 # median, "ext4<=" says chunkfs may not have more than ext4
 DB_TARGETS = {

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # bench/ram-vs-tmpfs.sh — the RAM temp mount (chunkfs -o ram) against tmpfs
 # with O_DIRECT (which this kernel accepts) and against chunkfs on an image
-# file (mkchunkfs on a disk filesystem), issue 6:
+# file (mkchunkfs on a disk filesystem):
 #   fio, io_uring, O_DIRECT, one job: 4 KiB random read and write at QD1 and
 #   QD32, 1 MiB sequential read and write at QD8, on a 1 GiB file written in
 #   full first;
-#   the temp-table checkpoint of ../shared/seeds/000_*.txt
+#   the temp-table checkpoint of IBM's note "DIRECT_IO for temporary dbspaces"
 #   (bench/temp_checkpoint.c: 20 rounds of 80 MB of 2 KiB pages written with
 #   O_DIRECT at QD32 and fdatasync'ed), on the three mounts and, for the
-#   seed's baseline, on the disk filesystem itself buffered and O_DIRECT.
+#   note's baseline, on the disk filesystem itself buffered and O_DIRECT.
 # Every case runs N times; each repetition visits the targets in a rotated
 # order so drift on a shared machine lands on all of them; the summary shows
-# medians, and the ratios the issue sets targets for both as a ratio of
-# medians and as the median of per-repetition ratios (the targets of one
+# medians, and the RAM mount's ratios to tmpfs and to the image both as a
+# ratio of medians and as the median of per-repetition ratios (the targets of one
 # repetition run back to back, so a neighbour's load swings them together).
 # The programs are copied first: a rebuild in the tree during the run does
 # not change what is measured.

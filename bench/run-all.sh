@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# bench/run-all.sh — every benchmark of issue 10 in one run, with a report:
+# bench/run-all.sh — every benchmark in one run, with a report:
 #   raw        the data-path matrix (bench/perf.sh): fio io_uring O_DIRECT on
 #              the raw store (image file, loop device), ext4 files, tmpfs,
 #              chunkfs on the image, on the loop device and in RAM
-#   checkpoint temp-table checkpoints of seed 000 (bench/ram-vs-tmpfs.sh -c
+#   checkpoint Informix temp-table checkpoints (bench/ram-vs-tmpfs.sh -c
 #              checkpoint): ext4 buffered and O_DIRECT, chunkfs image, loop,
 #              RAM, tmpfs
-#   fschoice   the import of seed 002 (bench/import_load.c) on ext2, ext4 and
+#   fschoice   an Informix import (bench/import_load.c) on ext2, ext4 and
 #              xfs on one loop device, buffered and O_DIRECT, and chunkfs on
 #              the same loop device
-#   openclose  seed 004: 128 threads opening and closing sets of 4 files,
+#   openclose  128 threads opening and closing sets of 4 files,
 #              1..128 sets (bench/openclose.c); chunkfs, ext4, tmpfs, and
 #              a do-nothing FUSE filesystem with and without OPEN (fuse_null.c)
 #   meta       10,000 chunk files: create, stat, mount time, remove
@@ -191,7 +191,7 @@ case_checkpoint() {
 		-d "$work" -o "$resdir/checkpoint.csv" >"$resdir/checkpoint.txt" 2>"$resdir/checkpoint.log"
 }
 
-# ---- 3. filesystem choice: the import of seed 002 ------------------------------------------
+# ---- 3. filesystem choice: an Informix import -----------------------------------------------
 case_fschoice() {
 	local img=$work/fschoice.img loop m=$work/fschoice-mnt rep t fs mode dflag pid=
 	local bytes=$(((fs_chunks * fs_mb * 3 / 2 + 256) << 20))
@@ -234,7 +234,7 @@ case_fschoice() {
 	rm -f "$img"
 }
 
-# ---- 4. open/close scaling (seed 004) --------------------------------------------------------
+# ---- 4. open/close scaling --------------------------------------------------------------------
 # fuse-null / fuse-noopen: the floor under any FUSE filesystem (bench/fuse_null.c
 # answers OPEN and RELEASE and does nothing; with -n the kernel's no_open mode).
 case_openclose() {

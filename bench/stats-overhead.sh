@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/stats-overhead.sh — what the per-chunk statistics cost (issue 5: at
+# bench/stats-overhead.sh — what the per-chunk statistics cost (goal: at
 # most 3% of IOPS at 4 KiB QD32): the same chunkfs built twice, normally and
 # with counting compiled out (make CFS_NO_STATS=1), each mounted in turn on
 # the same image file and driven by fio: 4 KiB random reads, QD32, io_uring,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * temp_checkpoint.c — the temp-table checkpoint of ../shared/seeds/000_*.txt
+ * temp_checkpoint.c — the temp-table checkpoint of IBM's Informix note
+ * "DIRECT_IO for temporary dbspaces"
  * as a file workload: a database fills an 80 MB temp table with 2 KiB pages
  * in its buffer pool, then a checkpoint flushes every dirty page to the temp
  * chunk and waits until they are written. 20 rounds; each round's flush
@@ -8,7 +9,7 @@
  *
  *   temp_checkpoint [-r rounds] [-m MB] [-p page] [-q depth] [-b] [-c] FILE
  *
- * Modes (how the seed's rows map here):
+ * Modes (how the note's rows map here):
  *   default  O_DIRECT through io_uring, `depth` page writes in flight, then
  *            fdatasync: "DIRECT_IO 5" (kernel AIO on the chunk).
  *   -b       buffered pwrite() of each page, then fdatasync: Informix AIO

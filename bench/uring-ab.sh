@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/uring-ab.sh — FUSE over io_uring (-o transport=uring) against
-# /dev/fuse in the same run, on the two benchmarks of issues 6 and 7:
+# /dev/fuse in the same run, on the two data-path benchmarks:
 #   ram   bench/ram-vs-tmpfs.sh with a second RAM mount on the rings
 #         (target ramB, RAMB_OPTS=transport=uring): ram, ramB, tmpfs, img
 #   perf  bench/perf.sh with target cfsB-img on the rings (-O transport=uring)

@@ -13,7 +13,7 @@
  *      zeros into every hole (unless --sparse) so the lower filesystem holds
  *      no unwritten extents: the first write into an unwritten ext4 extent
  *      pays a journal commit, which is what made ext4 + O_DIRECT the slowest
- *      configuration in the Informix measurements (seed 002).
+ *      configuration in published Informix measurements (bench/import_load.c).
  *   3. Metadata headers: an empty snapshot at the start of half A followed
  *      by a zeroed first log block, and a zeroed start of half B, so nothing
  *      left from an earlier format replays. With a uuid given by -U the

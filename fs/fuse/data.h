@@ -106,7 +106,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		   size_t size, uint64_t offset);
 
 /*
- * The alignment policy for O_DIRECT (issue 4; issue 6 builds on it). A store
+ * The alignment policy for O_DIRECT. A store
  * mount accepts any alignment (unaligned ranges go through read-modify-
  * write): databases that probe with odd sizes keep working. A RAM mount
  * enforces dio_align on offset and length like a device with sectors of that

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * xattr.c — the user.chunkfs.* xattrs: a chunk's statistics and page size,
- * the root directory's mount-wide totals and store facts (issue 5). ops.c
+ * the root directory's mount-wide totals and store facts. ops.c
  * routes every user.chunkfs.* name here; the fields and their text are
  * fs/stats/chunkstat.c's.
  *

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * chunkstat.h — per-chunk I/O statistics as the database sees them (issue 5,
- * DESIGN.md section 6): what is counted, how it is charged without locks, and
+ * chunkstat.h — per-chunk I/O statistics as the database sees them: what is counted, how it is charged without locks, and
  * how it is rendered as the text values of the user.chunkfs.* xattrs.
  *
  * What is counted. One struct cfs_chunk_stats per inode (a chunk reached

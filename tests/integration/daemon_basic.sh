@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # daemon_basic.sh — every namespace operation through a real mount of an
 # image file, then a remount that must show the same tree, data, attributes
-# and xattrs. (issue 4: namespace and operations)
+# and xattrs.
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd python3 getfattr setfattr flock

@@ -203,7 +203,7 @@ with open(state, "a") as out:
         added += 1
 # Deletes must make room. How much depends on when the next snapshot
 # settles the estimate (it counts log written since the last one): 2 to 8
-# were seen here after removing 6 (issue 8 note: under investigation).
+# were seen here after removing 6.
 if added < 1:
     sys.exit("nothing fits after removing 6 xattrs")
 print("# removed 6 xattrs, added %d (each fsynced), then ENOSPC; now kill -9" % added)

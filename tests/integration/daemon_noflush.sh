@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # daemon_noflush.sh — close() costs no FLUSH round trip (FOPEN_NOFLUSH):
 # opening and closing a chunk is OPEN + RELEASE only, for buffered and
-# O_DIRECT opens, and data written before close is there after it.
-# (issue 10: open/close scaling, seed 004)
+# O_DIRECT opens, and data written before close is there after it
+# (what bench/openclose.c measures).
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd python3

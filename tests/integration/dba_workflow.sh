@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# dba_workflow.sh — the DBA's chunk workflow of issue 9, as an Informix DBA
+# dba_workflow.sh — the DBA's chunk workflow, as an Informix DBA
 # would do it (README.md, "Walkthrough for DBAs", is the same commands):
 #   chunk files of a fixed size (fallocate) on a store mount, owned by the
 #   database's user and group with mode 660, linked from a chunk directory
 #   with symlinks; a 2 KiB page size set through the symlink; the temp-table
-#   checkpoint of ../shared/seeds/000_*.txt (bench/temp_checkpoint: O_DIRECT,
+#   checkpoint of an Informix temp dbspace (bench/temp_checkpoint: O_DIRECT,
 #   2 KiB pages, 32 in flight, fdatasync per round) run as that user through
 #   the symlink; the statistics read through the symlinks with getfattr and
 #   `chunkfs stat` match the workload exactly (writes, bytes, pages,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pg_tablespace.sh — PostgreSQL 15 on chunkfs (issue 9), the bounded version
+# pg_tablespace.sh — PostgreSQL 15 on chunkfs, the bounded version
 # of bench/pgbench.sh: a cluster with data checksums on local disk, its
 # tables and indexes in a tablespace on a chunkfs store mount (pg_tblspc/OID
 # is a symlink into the mount: the chunk-symlink pattern), its temp space on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ram_direct.sh — O_DIRECT on the RAM temp mount (issue 6): accepted at every
+# ram_direct.sh — O_DIRECT on the RAM temp mount: accepted at every
 # aligned size with the data checked; misaligned offsets and lengths refused
 # with EINVAL at the default alignment (512) and at dio_align=4096, and every
 # refusal counted in the chunk's statistics; dio_align=0 accepts anything (as

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ram_fio.sh — concurrent fio with --verify=crc32c on the RAM temp mount
-# (issue 6): 4 jobs through io_uring with O_DIRECT at queue depth 16, on one
+# 4 jobs through io_uring with O_DIRECT at queue depth 16, on one
 # shared file (each job its own region) and on four files, with block sizes
 # from 512 B to 64 KiB (dio_align=512) and from 4 KiB (dio_align=4096);
 # buffered 2 KiB writers; and a verify-only pass over the shared file after

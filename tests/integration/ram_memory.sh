@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ram_memory.sh — the RAM temp mount's memory options (issue 6):
+# ram_memory.sh — the RAM temp mount's memory options:
 #   - mlock: the store is locked as it is written (smaps Locked grows with
 #     the data, VmLck covers the whole size at once since it is locked on
 #     fault), and deleted data still goes back to the system;

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# ram_options.sh — the RAM temp mount's options and the ways to mount it
-# (issue 6):
+# ram_options.sh — the RAM temp mount's options and the ways to mount it:
 #   - bad options get one clear line and a non-zero exit, before anything is
 #     mounted or left running: size missing, zero, garbage, larger than the
 #     memory of the machine (also with mlock: RAM only), dio_align not 0 or a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ram_space.sh — space and memory of the RAM temp mount (issue 6):
+# ram_space.sh — space and memory of the RAM temp mount:
 #   - df shows the size given (rounded up to 64 KiB units) and what is used;
 #   - ENOSPC at the size limit, and the space is usable again after a delete;
 #   - memory goes back to the system on unlink, on truncate and on punch
@@ -123,9 +123,8 @@ md5sum <"$ram/d" | cmp -s - "$CFS_WORK/d.md5" || cfs_fail "punch: content differ
 blocks=$(stat -c %b "$ram/d")
 [ "$blocks" -eq $((128 << 11)) ] || cfs_fail "punched file has $blocks blocks, expected $((128 << 11))"
 rm "$ram/d"
-# Under ASan the last 128 MiB stay resident after the rm (seen 2026-12-02,
-# also with 15 s of waiting; the release build returns them): open item in
-# the issue 6 note, so the ASan run only logs it.
+# Under ASan the last 128 MiB can stay resident after the rm (also with 15 s
+# of waiting; the release build returns them), so the ASan run only logs it.
 if ! final=$(ram_wait_below "$pid" RssAnon $((base + 32 * MiB)) 3); then
 	[ "${BUILD:-release}" = asan ] || cfs_fail "RssAnon $final kB at the end, started at $base"
 	cfs_log "ASan build: RssAnon $final kB at the end, started at $base (not returned)"

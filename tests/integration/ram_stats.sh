@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ram_stats.sh — a RAM temp mount carries the same statistics as a
-# store-backed mount (issue 6 on top of issue 5): the same user.chunkfs.*
+# store-backed mount: the same user.chunkfs.*
 # names on a chunk and on the root, and the same counts for the same
 # workload (O_DIRECT writes and reads, which the RAM mount serves straight
 # from its memory, a hole, an unaligned buffered write, fsync, a punched

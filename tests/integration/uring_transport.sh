@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# uring_transport.sh — FUSE over io_uring (-o transport=uring, issues 6 and 7):
+# uring_transport.sh — FUSE over io_uring (-o transport=uring):
 # refused with a clear error while the kernel has it disabled; with it
 # enabled, the rings really carry the requests (the daemon's exit line counts
 # requests over io_uring and reads of /dev/fuse); content checks; unmount with

@@ -1,6 +1,6 @@
 set terminal pngcairo noenhanced size 900,480 font ',10'
 set output 'fschoice.png'
-set title 'Import load (seed 002): elapsed seconds, lower is better'
+set title 'Import load: elapsed seconds, lower is better'
 set style fill solid 0.8 border -1
 set boxwidth 0.7
 set ylabel 's'
