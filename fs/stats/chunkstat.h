@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * chunkstat.h — per-chunk I/O statistics as the database sees them: what is counted, how it is charged without locks, and
- * how it is rendered as the text values of the user.chunkfs.* xattrs.
+ * chunkstat.h — per-chunk I/O statistics as the database sees them: what
+ * is counted, how it is charged without locks, and how it is rendered as
+ * the text values of the user.chunkfs.* xattrs.
  *
  * What is counted. One struct cfs_chunk_stats per inode (a chunk reached
  * through two symlinks or two names is one chunk), charged once per FUSE
