@@ -1510,19 +1510,29 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 	ctx_continue(l, c);
 }
 
+/* Under the lock: nothing in flight may still write block b of inode (not
+ * held): no old flush of it (a DEAD block), no write-behind over it. A copy
+ * of the block made now, and later flushed, must not race an older write of
+ * the same sectors: the store may apply the two in either order. */
+static bool block_quiet(struct cfs_inode *inode, uint64_t b)
+{
+	if (cfs_held_any(inode->held, b, b + HB))
+		return false;
+	for (int i = 0; i < CFS_BEHIND_N; i++)
+		if (inode->behind[i].end_bytes && inode->behind[i].start_bytes < b + HB &&
+		    b < inode->behind[i].end_bytes)
+			return false;
+	return true;
+}
+
 /* Under the lock: block b of inode (not held) reads as zeros: none of its
  * sectors was ever written, and nothing in flight may write it. */
 static bool block_zero(struct cfs_inode *inode, uint64_t b)
 {
 	bool written = true;
 
-	if (cfs_held_any(inode->held, b, b + HB)) /* an old flush of it in flight */
-		return false;
-	for (int i = 0; i < CFS_BEHIND_N; i++)
-		if (inode->behind[i].end_bytes && inode->behind[i].start_bytes < b + HB &&
-		    b < inode->behind[i].end_bytes)
-			return false;
-	return cfs_extent_written_span(inode->map, b, HB, &written) >= HB && !written;
+	return block_quiet(inode, b) &&
+	       cfs_extent_written_span(inode->map, b, HB, &written) >= HB && !written;
 }
 
 /*
@@ -1566,8 +1576,14 @@ static int held_absorb(struct cfs_loop *l, fuse_req_t req, struct cfs_inode *ino
 				goto out_undo; /* another write is reading it */
 			continue;
 		}
-		if (!(offset <= b && b + HB <= end) && !block_zero(inode, b))
+		if (offset <= b && b + HB <= end) {
+			/* Covered whole: the write's bytes are the copy, once
+			 * no older write of the block can land after its flush. */
+			if (!block_quiet(inode, b))
+				goto out_undo;
+		} else if (!block_zero(inode, b)) {
 			fill_mask |= 1u << i;
+		}
 		blk[i] = cfs_held_take(h, b, first, first + (uint64_t)n * HB);
 		if (!blk[i])
 			goto out_undo;
