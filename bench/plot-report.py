@@ -498,6 +498,30 @@ for case, title, what in DB_CASES:
         p()
         headline.append("%s: %s" % (case, skipped[0] if skipped else "no results"))
 
+# ---- 12. Ceph RBD: bench/rbd.sh's summary ----------------------------------------------
+rb = read("rbd.txt")
+if rb:
+    p("## 12. Ceph RBD: chunkfs on an RBD store vs fio's rbd engine")
+    p()
+    skipped = [l for l in rb.splitlines() if l.startswith("skipped")]
+    if skipped:
+        p(skipped[0])
+        p()
+        headline.append("rbd: " + skipped[0])
+    else:
+        p("`bench/rbd.sh` (bench/README.md): one throw-away cluster on this machine (three OSDs, "
+          "three replicas), fio on a chunk file of a store on one image and fio's rbd engine on a "
+          "second image of the same size, alternated; the takeover time after kill -9 of the "
+          "holder. Its summary (raw runs in rbd/):")
+        p()
+        p("```")
+        p(rb.strip())
+        p("```")
+        p()
+        for l in rb.splitlines():
+            if l.startswith("goal "):
+                headline.append("rbd " + l[5:])
+
 # ---- the run itself -------------------------------------------------------------------
 tm = read("timings.csv")
 if tm:
