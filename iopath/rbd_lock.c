@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/base/text.h"
 #include "iopath/rbd.h"
 
 #define HOLDER_BYTES 512u
@@ -69,19 +70,6 @@ struct holder {
 	char user[96];		  /* client.ID */
 };
 
-static void read_line(const char *path, char *out, size_t out_bytes)
-{
-	FILE *f = fopen(path, "re");
-
-	out[0] = '\0';
-	if (!f)
-		return;
-	if (!fgets(out, (int)out_bytes, f))
-		out[0] = '\0';
-	out[strcspn(out, "\n")] = '\0';
-	fclose(f);
-}
-
 /* starttime (field 22) of /proc/PID/stat; 0 if there is no such process,
  * or only its corpse (a zombie: killed, not yet reaped). */
 static unsigned long long process_start(const char *stat_path)
@@ -89,7 +77,7 @@ static unsigned long long process_start(const char *stat_path)
 	char line[1024], *p, state;
 	unsigned long long start = 0;
 
-	read_line(stat_path, line, sizeof(line));
+	cfs_text_first_line(stat_path, line, sizeof(line));
 	p = strrchr(line, ')'); /* the command name may hold spaces */
 	if (!p || sscanf(p + 2,
 			 "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
@@ -107,7 +95,7 @@ static void holder_self(const struct rbd_target *t, struct holder *h)
 	memset(h, 0, sizeof(*h));
 	if (gethostname(h->host, sizeof(h->host) - 1))
 		snprintf(h->host, sizeof(h->host), "?");
-	read_line("/proc/sys/kernel/random/boot_id", h->boot, sizeof(h->boot));
+	cfs_text_first_line("/proc/sys/kernel/random/boot_id", h->boot, sizeof(h->boot));
 	if (stat("/proc/self/ns/pid", &st) == 0)
 		h->pidns = (unsigned long long)st.st_ino;
 	h->pid = (long)getpid();

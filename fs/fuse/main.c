@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/base/text.h"
 #include "fs/fuse/daemon.h"
 #include "fs/fuse/data.h"
 #include "fs/fuse/dio_inval.h"
@@ -836,20 +837,13 @@ static void loop_backing_file(const char *path, char *out, size_t out_bytes)
 {
 	char sys[128];
 	struct stat st;
-	FILE *f;
 
 	out[0] = '\0';
 	if (stat(path, &st) || !S_ISBLK(st.st_mode) || major(st.st_rdev) != 7)
 		return;
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_rdev),
 		 minor(st.st_rdev));
-	f = fopen(sys, "re");
-	if (!f)
-		return;
-	if (!fgets(out, (int)out_bytes, f))
-		out[0] = '\0';
-	out[strcspn(out, "\n")] = '\0';
-	fclose(f);
+	cfs_text_first_line(sys, out, out_bytes);
 }
 
 /*

@@ -226,12 +226,21 @@ out:
 
 /* ---- setting ------------------------------------------------------------------------ */
 
-/* The owner of the inode, or root, may place it (as chattr). */
-static int may_place(fuse_req_t req, const struct cfs_ns_stat_view *nv)
+/* Only files and directories are placed (else -EOPNOTSUPP), by their owner
+ * or root (as chattr; else -EPERM). *mode: the node's mode. */
+static int may_place(fuse_req_t req, fuse_ino_t ino, uint32_t *mode)
 {
+	struct cfs_ns_stat_view nv;
 	uid_t uid = fuse_req_ctx(req)->uid;
+	int ret = cfs_ns_stat_pin(FS(), ino, &nv);
 
-	return uid == 0 || uid == nv->uid ? 0 : -EPERM;
+	if (ret)
+		return ret;
+	cfs_ns_unpin(FS(), nv.inode);
+	if (!S_ISREG(nv.mode) && !S_ISDIR(nv.mode))
+		return -EOPNOTSUPP;
+	*mode = nv.mode;
+	return uid == 0 || uid == nv.uid ? 0 : -EPERM;
 }
 
 /* A store named in a setxattr value ("ssd0", "1", with or without a
@@ -263,21 +272,14 @@ static int units_only_on(fuse_ino_t ino, uint32_t store, bool *only)
 int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size)
 {
-	struct cfs_ns_stat_view nv;
 	struct cfs_place place = {CFS_STORE_NONE, CFS_STORE_NONE, 0, 0};
-	uint32_t store;
+	uint32_t store, mode;
 	bool only;
 	int ret;
 
 	if (name_of(name) != NAME_STORE)
 		return -EOPNOTSUPP; /* .stores is read-only */
-	ret = cfs_ns_stat_pin(FS(), ino, &nv);
-	if (ret)
-		return ret;
-	cfs_ns_unpin(FS(), nv.inode);
-	if (!S_ISREG(nv.mode) && !S_ISDIR(nv.mode))
-		return -EOPNOTSUPP;
-	ret = may_place(req, &nv);
+	ret = may_place(req, ino, &mode);
 	if (ret)
 		return ret;
 	store = parse_store(value, size);
@@ -286,7 +288,7 @@ int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	if (cfs_pool_store_state(FS()->pool, store) != CFS_STORE_ACTIVE)
 		return -EINVAL; /* being removed: nothing new goes there */
 	place.store = store;
-	if (S_ISREG(nv.mode)) {
+	if (S_ISREG(mode)) {
 		/* A chunk already there (or without units) is only placed; one
 		 * with units elsewhere needs a move, which comes with the
 		 * mover (fs/POOLS.md, "Moving a chunk online"). */
@@ -301,19 +303,13 @@ int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 
 int cfs_store_xattr_remove(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct cfs_ns_stat_view nv;
 	struct cfs_place none = {CFS_STORE_NONE, CFS_STORE_NONE, 0, 0};
+	uint32_t mode;
 	int ret;
 
 	if (name_of(name) != NAME_STORE)
 		return -EOPNOTSUPP;
-	ret = cfs_ns_stat_pin(FS(), ino, &nv);
-	if (ret)
-		return ret;
-	cfs_ns_unpin(FS(), nv.inode);
-	if (!S_ISREG(nv.mode) && !S_ISDIR(nv.mode))
-		return -EOPNOTSUPP;
-	ret = may_place(req, &nv);
+	ret = may_place(req, ino, &mode);
 	if (ret)
 		return ret;
 	return cfs_ns_place_set(FS(), ino, &none);

@@ -6,11 +6,11 @@
  * What it does not do: FUSE, data I/O, option parsing.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/base/text.h"
 #include "fs/meta/journal.h"
 #include "fs/meta/mount.h"
 #include "fs/meta/namespace.h"
@@ -34,19 +34,6 @@ static const struct cfs_journal_ops ns_journal_ops = {
 	.apply_xattr = cfs_ns_apply_xattr,
 	.apply_place = cfs_ns_apply_place,
 };
-
-static void set_err(char *err, size_t err_bytes, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_bytes, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !err_bytes)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, err_bytes, fmt, ap);
-	va_end(ap);
-}
 
 /* Free everything (the committer is stopped or was never started). */
 static void fs_free(struct cfs_fs *fs)
@@ -77,7 +64,7 @@ static int fs_build(struct cfs_fs *fs, const struct cfs_journal_config *jcfg, ch
 	if (!ret)
 		ret = cfs_journal_create(fs, jcfg, &fs->journal);
 	if (ret)
-		set_err(err, err_bytes, "cannot set up the metadata: %s", strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot set up the metadata: %s", strerror(-ret));
 	return ret;
 }
 
@@ -132,54 +119,56 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	*out = NULL;
 	fs = fs_new(io, opts);
 	if (!fs) {
-		set_err(err, err_bytes, "out of memory");
+		cfs_text_error(err, err_bytes, "out of memory");
 		return -ENOMEM;
 	}
 	ret = cfs_ioq_create(io, &qcfg, &fs->meta_q);
 	if (ret) {
-		set_err(err, err_bytes, "cannot create the metadata queue: %s", strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot create the metadata queue: %s",
+			       strerror(-ret));
 		goto out_free;
 	}
 	area = aligned_alloc(4096, 2 * CFS_SB_BLOCK_BYTES);
 	if (!area) {
 		ret = -ENOMEM;
-		set_err(err, err_bytes, "out of memory");
+		cfs_text_error(err, err_bytes, "out of memory");
 		goto out_free;
 	}
 	ret = cfs_ioq_sync(fs->meta_q, CFS_IO_READ, 0, 2 * CFS_SB_BLOCK_BYTES, area, NULL);
 	if (ret >= 0 && ret != 2 * CFS_SB_BLOCK_BYTES)
 		ret = -EIO;
 	if (ret < 0) {
-		set_err(err, err_bytes, "cannot read the superblocks: %s", strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot read the superblocks: %s", strerror(-ret));
 		goto out_free;
 	}
 	ret = cfs_sb_pick(area, area + CFS_SB_BLOCK_BYTES, &fs->sb, &slot, &why);
 	if (ret < 0) {
-		set_err(err, err_bytes, "%s: %s",
-			ret == -EINVAL ? "not a chunkfs store" : "cannot use the superblocks",
-			why ? why : strerror(-ret));
+		cfs_text_error(err, err_bytes, "%s: %s",
+			       ret == -EINVAL ? "not a chunkfs store"
+					      : "cannot use the superblocks",
+			       why ? why : strerror(-ret));
 		goto out_free;
 	}
 	if (why)
 		cfs_fs_log(fs, "one superblock copy is bad (%s); using the other", why);
 	ret = cfs_sb_check_mountable(&fs->sb, &why);
 	if (ret < 0) {
-		set_err(err, err_bytes, "cannot mount: %s", why ? why : strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot mount: %s", why ? why : strerror(-ret));
 		goto out_free;
 	}
 	if (cfs_sb_is_data_store(&fs->sb)) {
 		/* The target must start with store 0 (cfs_pool_open_io). */
 		ret = -EINVAL;
-		set_err(err, err_bytes,
-			"a data store of a pool: mount the pool with all its stores, as "
-			"SRC1,SRC2,...");
+		cfs_text_error(err, err_bytes,
+			       "a data store of a pool: mount the pool with all its stores, as "
+			       "SRC1,SRC2,...");
 		goto out_free;
 	}
 	if ((fs->sb.incompat & CFS_FEAT_INCOMPAT_POOL) && fs->sb.store_count > 1 &&
 	    !fs->opts.pool_sources) {
 		ret = -EINVAL;
-		set_err(err, err_bytes, "store 0 of a pool of %u stores: mount all of them",
-			fs->sb.store_count);
+		cfs_text_error(err, err_bytes, "store 0 of a pool of %u stores: mount all of them",
+			       fs->sb.store_count);
 		goto out_free;
 	}
 	if (ret == CFS_SB_RO_REQUIRED) {
@@ -191,17 +180,18 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	/* Store 0's own size (a pool's target is larger: every store). */
 	if (fs->sb.store_size_bytes > cfs_io_store_geometry(io, 0)->size_bytes) {
 		ret = -EUCLEAN;
-		set_err(err, err_bytes,
-			"the target holds %llu bytes but the store was formatted for %llu",
-			(unsigned long long)cfs_io_store_geometry(io, 0)->size_bytes,
-			(unsigned long long)fs->sb.store_size_bytes);
+		cfs_text_error(err, err_bytes,
+			       "the target holds %llu bytes but the store was formatted for %llu",
+			       (unsigned long long)cfs_io_store_geometry(io, 0)->size_bytes,
+			       (unsigned long long)fs->sb.store_size_bytes);
 		goto out_free;
 	}
 	/* The written-state of data is kept per store sector, and the data
 	 * path's read-modify-write works in device sectors: they must agree. */
 	if (fs->sb.logical_sector_bytes != geo->logical_sector_bytes) {
 		ret = -EINVAL;
-		set_err(err, err_bytes,
+		cfs_text_error(
+			err, err_bytes,
 			"the store was formatted for %u-byte sectors but the target has %u-byte "
 			"logical sectors",
 			fs->sb.logical_sector_bytes, geo->logical_sector_bytes);
@@ -210,8 +200,9 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	fs->log_seed = cfs_log_seed(fs->sb.uuid);
 	ret = geom_init(fs);
 	if (ret) {
-		set_err(err, err_bytes, "unsupported geometry (allocation unit %u, sector %u)",
-			fs->sb.alloc_unit_bytes, fs->sb.logical_sector_bytes);
+		cfs_text_error(err, err_bytes,
+			       "unsupported geometry (allocation unit %u, sector %u)",
+			       fs->sb.alloc_unit_bytes, fs->sb.logical_sector_bytes);
 		goto out_free;
 	}
 	fs->inode_limit = cfs_sb_half_size_bytes(&fs->sb) / CFS_BYTES_PER_INODE;
@@ -228,7 +219,8 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	if (!ret)
 		ret = cfs_ns_mount_finish(fs, &why);
 	if (ret) {
-		set_err(err, err_bytes, "cannot load the metadata: %s", why ? why : strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot load the metadata: %s",
+			       why ? why : strerror(-ret));
 		goto out_free;
 	}
 	if (replayed)
@@ -239,14 +231,14 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	if (!fs->mounted_ro) {
 		ret = cfs_journal_snapshot(fs->journal, false);
 		if (ret) {
-			set_err(err, err_bytes, "cannot write the mount snapshot: %s",
-				strerror(-ret));
+			cfs_text_error(err, err_bytes, "cannot write the mount snapshot: %s",
+				       strerror(-ret));
 			goto out_free;
 		}
 	}
 	ret = cfs_journal_start(fs->journal);
 	if (ret) {
-		set_err(err, err_bytes, "cannot start the committer: %s", strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot start the committer: %s", strerror(-ret));
 		goto out_free;
 	}
 	free(area);
@@ -273,7 +265,7 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 	*out = NULL;
 	fs = fs_new(io, opts);
 	if (!fs) {
-		set_err(err, err_bytes, "out of memory");
+		cfs_text_error(err, err_bytes, "out of memory");
 		return -ENOMEM;
 	}
 	fs->ram = true;
@@ -284,7 +276,8 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 	sector = geo->logical_sector_bytes;
 	if (sector < 512 || (sector & (sector - 1))) {
 		ret = -EINVAL;
-		set_err(err, err_bytes,
+		cfs_text_error(
+			err, err_bytes,
 			"a RAM mount needs an alignment of at least 512 bytes, a power of two "
 			"(it has %u)",
 			sector);
@@ -292,8 +285,8 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 	}
 	ret = cfs_extent_geom_init(&fs->geom, unit, sector, geo->size_bytes / unit, 0);
 	if (ret) {
-		set_err(err, err_bytes, "a RAM mount of %llu bytes cannot use %u-byte units",
-			(unsigned long long)geo->size_bytes, unit);
+		cfs_text_error(err, err_bytes, "a RAM mount of %llu bytes cannot use %u-byte units",
+			       (unsigned long long)geo->size_bytes, unit);
 		goto out_free;
 	}
 	fs->inode_limit = geo->size_bytes / CFS_BYTES_PER_INODE;
@@ -301,7 +294,8 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 		fs->inode_limit = CFS_INODES_MAX;
 	ret = cfs_ioq_create(io, &qcfg, &fs->meta_q);
 	if (ret) {
-		set_err(err, err_bytes, "cannot create the metadata queue: %s", strerror(-ret));
+		cfs_text_error(err, err_bytes, "cannot create the metadata queue: %s",
+			       strerror(-ret));
 		goto out_free;
 	}
 	jcfg.commit_interval_ms = fs->opts.commit_interval_ms;
@@ -312,7 +306,8 @@ int cfs_fs_open_ram(struct cfs_io *io, const struct cfs_fs_options *opts, struct
 		ret = cfs_journal_start(fs->journal);
 	if (ret) {
 		if (err && !err[0])
-			set_err(err, err_bytes, "cannot start: %s", why ? why : strerror(-ret));
+			cfs_text_error(err, err_bytes, "cannot start: %s",
+				       why ? why : strerror(-ret));
 		goto out_free;
 	}
 	*out = fs;

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "fs/base/assert.h"
+#include "fs/base/text.h"
 #include "fs/meta/piece.h"
 #include "fs/meta/pool.h"
 
@@ -48,19 +48,6 @@ struct cfs_pool {
 	uint32_t unit_bytes;			       /* 0 on RAM mounts */
 	uint32_t piece_min;			       /* 0: no pieces (piece.h) */
 };
-
-static void set_err(char *err, size_t err_bytes, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_bytes, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !err_bytes)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, err_bytes, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- assembling ------------------------------------------------------------------ */
 
@@ -104,8 +91,8 @@ int cfs_pool_check_distinct(const char *const *paths, unsigned n, char *err, siz
 				continue;
 			if ((S_ISBLK(a.st_mode) && S_ISBLK(b.st_mode) && a.st_rdev == b.st_rdev) ||
 			    (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
-				set_err(err, err_bytes, "%s: given twice (as %s too)", paths[i],
-					paths[j]);
+				cfs_text_error(err, err_bytes, "%s: given twice (as %s too)",
+					       paths[i], paths[j]);
 				return -EINVAL;
 			}
 		}
@@ -126,31 +113,33 @@ int cfs_pool_probe(const char *path, struct cfs_sb *sb, char *err, size_t err_by
 		fd = open(path, O_RDONLY | O_CLOEXEC); /* a filesystem without O_DIRECT */
 	if (fd < 0) {
 		ret = -errno;
-		set_err(err, err_bytes, "%s: %s", path, strerror(errno));
+		cfs_text_error(err, err_bytes, "%s: %s", path, strerror(errno));
 		return ret;
 	}
 	if (posix_memalign((void **)&buf, 4096, bytes)) {
 		close(fd);
-		set_err(err, err_bytes, "out of memory");
+		cfs_text_error(err, err_bytes, "out of memory");
 		return -ENOMEM;
 	}
 	got = pread(fd, buf, bytes, 0);
 	if (got != (ssize_t)bytes) {
 		ret = got < 0 ? -errno : -EINVAL;
-		set_err(err, err_bytes, "%s: cannot read the superblocks: %s", path,
-			got < 0 ? strerror(errno) : "too small to be a chunkfs store");
+		cfs_text_error(err, err_bytes, "%s: cannot read the superblocks: %s", path,
+			       got < 0 ? strerror(errno) : "too small to be a chunkfs store");
 		goto out;
 	}
 	ret = cfs_sb_pick(buf, buf + CFS_SB_BLOCK_BYTES, sb, &slot, &why);
 	if (ret < 0) {
-		set_err(err, err_bytes, "%s: %s: %s", path,
-			ret == -EINVAL ? "not a chunkfs store" : "cannot use the superblocks",
-			why ? why : strerror(-ret));
+		cfs_text_error(err, err_bytes, "%s: %s: %s", path,
+			       ret == -EINVAL ? "not a chunkfs store"
+					      : "cannot use the superblocks",
+			       why ? why : strerror(-ret));
 		goto out;
 	}
 	ret = cfs_sb_check_mountable(sb, &why);
 	if (ret < 0)
-		set_err(err, err_bytes, "%s: cannot mount: %s", path, why ? why : strerror(-ret));
+		cfs_text_error(err, err_bytes, "%s: cannot mount: %s", path,
+			       why ? why : strerror(-ret));
 out:
 	free(buf);
 	close(fd);
@@ -174,17 +163,18 @@ int cfs_pool_check(const struct cfs_pool_source *src, unsigned n, unsigned *stor
 		if (cfs_sb_is_data_store(&src[i].sb))
 			continue;
 		if (zero < n) {
-			set_err(err, err_bytes,
-				"%s and %s are two separate stores (each holds its own "
-				"metadata): not stores of one pool",
-				src[zero].path, src[i].path);
+			cfs_text_error(err, err_bytes,
+				       "%s and %s are two separate stores (each holds its own "
+				       "metadata): not stores of one pool",
+				       src[zero].path, src[i].path);
 			return -EINVAL;
 		}
 		zero = i;
 	}
 	if (zero == n) {
 		cfs_uuid_unparse(src[0].sb.pool_uuid, pu);
-		set_err(err, err_bytes,
+		cfs_text_error(
+			err, err_bytes,
 			"store 0 of pool %s (the store holding its metadata) is missing: give every "
 			"store of the pool, in any order",
 			pu);
@@ -195,9 +185,9 @@ int cfs_pool_check(const struct cfs_pool_source *src, unsigned n, unsigned *stor
 	if (!(s0->incompat & CFS_FEAT_INCOMPAT_POOL)) {
 		if (n > 1) {
 			j = zero ? 0 : 1;
-			set_err(err, err_bytes,
-				"%s: not a store of %s's pool (%s is a single store)", src[j].path,
-				src[zero].path, src[zero].path);
+			cfs_text_error(err, err_bytes,
+				       "%s: not a store of %s's pool (%s is a single store)",
+				       src[j].path, src[zero].path, src[zero].path);
 			return -EINVAL;
 		}
 		*store0 = zero;
@@ -214,23 +204,25 @@ int cfs_pool_check(const struct cfs_pool_source *src, unsigned n, unsigned *stor
 			char other[CFS_UUID_STR_BYTES];
 
 			cfs_uuid_unparse(sb->pool_uuid, other);
-			set_err(err, err_bytes, "%s: a store of another pool (%s), not of %s",
-				src[i].path, other, pu);
+			cfs_text_error(err, err_bytes,
+				       "%s: a store of another pool (%s), not of %s", src[i].path,
+				       other, pu);
 			return -EINVAL;
 		}
 		for (j = 1; j < s0->store_count; j++)
 			if (!memcmp(s0->stores[j].uuid, sb->uuid, CFS_UUID_BYTES))
 				e = &s0->stores[j];
 		if (!e) {
-			set_err(err, err_bytes,
-				"%s: store %" PRIu32 " (uuid %s) is not in pool %s's table: it was "
-				"removed, or its join was interrupted",
-				src[i].path, sb->store_index, u, pu);
+			cfs_text_error(err, err_bytes,
+				       "%s: store %" PRIu32
+				       " (uuid %s) is not in pool %s's table: it was "
+				       "removed, or its join was interrupted",
+				       src[i].path, sb->store_index, u, pu);
 			return -EINVAL;
 		}
 		if (seen[e - s0->stores]) {
-			set_err(err, err_bytes, "%s: store %" PRIu32 " given twice", src[i].path,
-				e->index);
+			cfs_text_error(err, err_bytes, "%s: store %" PRIu32 " given twice",
+				       src[i].path, e->index);
 			return -EINVAL;
 		}
 		seen[e - s0->stores] = true;
@@ -238,11 +230,11 @@ int cfs_pool_check(const struct cfs_pool_source *src, unsigned n, unsigned *stor
 		    e->unit_count != sb->data_unit_count ||
 		    sb->alloc_unit_bytes != s0->alloc_unit_bytes ||
 		    sb->logical_sector_bytes != s0->logical_sector_bytes) {
-			set_err(err, err_bytes,
-				"%s: store %" PRIu32
-				" does not match pool %s's table (index, units, "
-				"allocation unit or sector size differ)",
-				src[i].path, sb->store_index, pu);
+			cfs_text_error(err, err_bytes,
+				       "%s: store %" PRIu32
+				       " does not match pool %s's table (index, units, "
+				       "allocation unit or sector size differ)",
+				       src[i].path, sb->store_index, pu);
 			return -EINVAL;
 		}
 	}
@@ -250,11 +242,12 @@ int cfs_pool_check(const struct cfs_pool_source *src, unsigned n, unsigned *stor
 		if (seen[j])
 			continue;
 		cfs_uuid_unparse(s0->stores[j].uuid, u);
-		set_err(err, err_bytes,
-			"store %s (index %" PRIu32 ", uuid %s) of pool %s is missing: give every "
-			"store of the pool",
-			label_or(s0->stores[j].label, "without a label"), s0->stores[j].index, u,
-			pu);
+		cfs_text_error(err, err_bytes,
+			       "store %s (index %" PRIu32
+			       ", uuid %s) of pool %s is missing: give every "
+			       "store of the pool",
+			       label_or(s0->stores[j].label, "without a label"),
+			       s0->stores[j].index, u, pu);
 		return -ENOENT;
 	}
 	*store0 = zero;
@@ -318,7 +311,7 @@ int cfs_pool_open_io(const char *const *paths, unsigned n, const struct cfs_io_c
 	c.dio = dio_for(c.path, cfg->dio);
 	ret = cfs_io_open(&c, &io);
 	if (ret) {
-		set_err(err, err_bytes, "%s: cannot open: %s", c.path, strerror(-ret));
+		cfs_text_error(err, err_bytes, "%s: cannot open: %s", c.path, strerror(-ret));
 		return ret;
 	}
 	for (i = 0; i < n; i++) {
@@ -329,8 +322,8 @@ int cfs_pool_open_io(const char *const *paths, unsigned n, const struct cfs_io_c
 			c.dio = dio_for(c.path, cfg->dio);
 			ret = cfs_io_add_store(io, &c);
 			if (ret < 0) {
-				set_err(err, err_bytes, "%s: cannot open: %s", c.path,
-					strerror(-ret));
+				cfs_text_error(err, err_bytes, "%s: cannot open: %s", c.path,
+					       strerror(-ret));
 				goto out_close;
 			}
 			src[i].io_store = (unsigned)ret;
@@ -340,19 +333,19 @@ int cfs_pool_open_io(const char *const *paths, unsigned n, const struct cfs_io_c
 		 * fsck reports a truncated store as a problem, not a failure). */
 		if (i != store0 && src[i].sb.store_size_bytes > g->size_bytes) {
 			ret = -EUCLEAN;
-			set_err(err, err_bytes,
-				"%s: the target holds %" PRIu64
-				" bytes but the store was formatted "
-				"for %" PRIu64,
-				src[i].path, g->size_bytes, src[i].sb.store_size_bytes);
+			cfs_text_error(err, err_bytes,
+				       "%s: the target holds %" PRIu64
+				       " bytes but the store was formatted "
+				       "for %" PRIu64,
+				       src[i].path, g->size_bytes, src[i].sb.store_size_bytes);
 			goto out_close;
 		}
 	}
 	if (src[store0].sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
 		ret = cfs_io_set_routes(io, routes, cfs_pool_routes(src, n, store0, routes));
 		if (ret) {
-			set_err(err, err_bytes, "cannot route the pool's stores: %s",
-				strerror(-ret));
+			cfs_text_error(err, err_bytes, "cannot route the pool's stores: %s",
+				       strerror(-ret));
 			goto out_close;
 		}
 	}
