@@ -26,56 +26,18 @@
 # Needs root, mariadb-server, sysbench, mkfs.ext4; make first.
 set -euo pipefail
 
-reps=3
-secs=60
-tables=2
-rows=100000
-threads=4
-size=4G
-dir=/var/tmp
-out=
-cfs_opts=
-redo_ext4=0
+reps=3 secs=60 tables=2 rows=100000 threads=4 size=4G redo_ext4=0
 root=$(cd "$(dirname "$0")/.." && pwd)
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "n:T:t:r:c:S:d:o:O:Rh" opt; do
-	case $opt in
-	n) reps=$OPTARG ;;
-	T) secs=$OPTARG ;;
-	t) tables=$OPTARG ;;
-	r) rows=$OPTARG ;;
-	c) threads=$OPTARG ;;
-	S) size=$OPTARG ;;
-	d) dir=$OPTARG ;;
-	o) out=$OPTARG ;;
-	O) cfs_opts=$OPTARG ;;
-	R) redo_ext4=1 ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-for v in reps secs tables rows threads; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "mariadb.sh: $v: not a positive number: ${!v}" >&2; exit 2; }
-done
+. "$root/bench/dbpair.sh"
+dbpair_options mariadb.sh "T:secs t:tables r:rows c:threads R=redo_ext4" "$@"
 
 export CFS_TEST_TMPDIR=$dir
 . "$root/tests/lib/common.sh"
 . "$root/tests/lib/mariadb.sh"
-. "$root/bench/dbpair.sh"
 cfs_require_fuse
 my_require
 cfs_require_cmd sysbench
-[ -x "$CFS_BIN/chunkfs" ] && [ -x "$CFS_BIN/mkchunkfs" ] || { echo "mariadb.sh: make first" >&2; exit 2; }
-# Copies: a rebuild in the tree during the run does not change what is measured.
-mkdir -p "$CFS_WORK/bin"
-cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
-CFS_BIN=$CFS_WORK/bin
-stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$out" ] || out=$root/bench/results/mariadb-$stamp/mariadb-$stamp.csv
-mkdir -p "$(dirname "$out")"
-
-dbpair_mounts "$size" "$cfs_opts"
+dbpair_start mariadb
 for fs in ext4 chunkfs; do
 	install -d -o "$MY_USER" -g "$MY_USER" -m 750 "$CFS_WORK/tmp-$fs"
 	redo=()
@@ -88,7 +50,6 @@ for fs in ext4 chunkfs; do
 		"innodb_use_native_aio = 1" "skip-log-bin" "max_connections = 64" ${redo[@]+"${redo[@]}"}
 done
 
-dbpair_csv_header "$out"
 sb=(--tables="$tables" --table-size="$rows" --mysql-db=sbtest)
 run() { # fs rep order
 	local fs=$1 rep=$2 ord=$3 log=$CFS_WORK/run-$1-$2.log t0 ms tps p95 du redo

@@ -16,46 +16,16 @@
 # Needs root, db_bench (apt-get install rocksdb-tools), mkfs.ext4; make first.
 set -euo pipefail
 
-reps=3
-keys=100000
-size=4G
-dir=/var/tmp
-out=
-cfs_opts=
+reps=3 keys=100000 size=4G
 root=$(cd "$(dirname "$0")/.." && pwd)
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "n:k:S:d:o:O:h" opt; do
-	case $opt in
-	n) reps=$OPTARG ;;
-	k) keys=$OPTARG ;;
-	S) size=$OPTARG ;;
-	d) dir=$OPTARG ;;
-	o) out=$OPTARG ;;
-	O) cfs_opts=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-for v in reps keys; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "rocksdb.sh: $v: not a positive number: ${!v}" >&2; exit 2; }
-done
+. "$root/bench/dbpair.sh"
+dbpair_options rocksdb.sh "k:keys" "$@"
 
 export CFS_TEST_TMPDIR=$dir
 . "$root/tests/lib/common.sh"
-. "$root/bench/dbpair.sh"
 cfs_require_fuse
 command -v db_bench >/dev/null || cfs_skip "no db_bench (Debian: apt-get install rocksdb-tools)"
-[ -x "$CFS_BIN/chunkfs" ] && [ -x "$CFS_BIN/mkchunkfs" ] || { echo "rocksdb.sh: make first" >&2; exit 2; }
-mkdir -p "$CFS_WORK/bin"
-cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
-CFS_BIN=$CFS_WORK/bin
-stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$out" ] || out=$root/bench/results/rocksdb-$stamp/rocksdb-$stamp.csv
-mkdir -p "$(dirname "$out")"
-
-dbpair_mounts "$size" "$cfs_opts"
-dbpair_csv_header "$out"
+dbpair_start rocksdb
 benchmarks=fillrandom,overwrite,readrandom
 for ((r = 1; r <= reps; r++)); do
 	o=1

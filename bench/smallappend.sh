@@ -15,47 +15,15 @@
 # Needs root, mkfs.ext4; make bench-build first.
 set -euo pipefail
 
-reps=5
-writes=20000
-size=2G
-dir=/var/tmp
-out=
-cfs_opts=
+reps=5 writes=20000 size=2G
 root=$(cd "$(dirname "$0")/.." && pwd)
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "n:w:S:d:o:O:h" opt; do
-	case $opt in
-	n) reps=$OPTARG ;;
-	w) writes=$OPTARG ;;
-	S) size=$OPTARG ;;
-	d) dir=$OPTARG ;;
-	o) out=$OPTARG ;;
-	O) cfs_opts=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-for v in reps writes; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "smallappend.sh: $v: not a positive number: ${!v}" >&2; exit 2; }
-done
+. "$root/bench/dbpair.sh"
+dbpair_options smallappend.sh "w:writes" "$@"
 
 export CFS_TEST_TMPDIR=$dir
 . "$root/tests/lib/common.sh"
-. "$root/bench/dbpair.sh"
 cfs_require_fuse
-for b in chunkfs mkchunkfs bench/small_append; do
-	[ -x "$CFS_BIN/$b" ] || { echo "smallappend.sh: make bench-build first ($CFS_BIN/$b)" >&2; exit 2; }
-done
-mkdir -p "$CFS_WORK/bin"
-cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_BIN/bench/small_append" "$CFS_WORK/bin/"
-CFS_BIN=$CFS_WORK/bin
-stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$out" ] || out=$root/bench/results/smallappend-$stamp/smallappend-$stamp.csv
-mkdir -p "$(dirname "$out")"
-
-dbpair_mounts "$size" "$cfs_opts"
-dbpair_csv_header "$out"
+dbpair_start smallappend bench/small_append
 # name mode size
 cases=("append200 append 200" "append4k append 4096" "overwrite200 overwrite 200")
 for ((r = 1; r <= reps; r++)); do

@@ -16,47 +16,17 @@
 # Needs root, python3, mkfs.ext4; make first.
 set -euo pipefail
 
-reps=3
-rows=20000
-size=2G
-dir=/var/tmp
-out=
-cfs_opts=
+reps=3 rows=20000 size=2G
 root=$(cd "$(dirname "$0")/.." && pwd)
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "n:r:S:d:o:O:h" opt; do
-	case $opt in
-	n) reps=$OPTARG ;;
-	r) rows=$OPTARG ;;
-	S) size=$OPTARG ;;
-	d) dir=$OPTARG ;;
-	o) out=$OPTARG ;;
-	O) cfs_opts=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-for v in reps rows; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "sqlite.sh: $v: not a positive number: ${!v}" >&2; exit 2; }
-done
+. "$root/bench/dbpair.sh"
+dbpair_options sqlite.sh "r:rows" "$@"
 
 export CFS_TEST_TMPDIR=$dir
 . "$root/tests/lib/common.sh"
-. "$root/bench/dbpair.sh"
 cfs_require_fuse
 cfs_require_cmd python3
 python3 -c 'import sqlite3' || cfs_skip "python3 without its sqlite3 module"
-[ -x "$CFS_BIN/chunkfs" ] && [ -x "$CFS_BIN/mkchunkfs" ] || { echo "sqlite.sh: make first" >&2; exit 2; }
-mkdir -p "$CFS_WORK/bin"
-cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
-CFS_BIN=$CFS_WORK/bin
-stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$out" ] || out=$root/bench/results/sqlite-$stamp/sqlite-$stamp.csv
-mkdir -p "$(dirname "$out")"
-
-dbpair_mounts "$size" "$cfs_opts"
-dbpair_csv_header "$out"
+dbpair_start sqlite
 # name journal mmap_size
 cases=("wal wal 0" "rollback delete 0" "rollback_mmap delete 268435456")
 for ((r = 1; r <= reps; r++)); do
