@@ -1647,12 +1647,13 @@ int cfs_extent_remap_piece(struct cfs_extent_map *map, uint64_t file_unit,
 			 piece_code(loc->piece_offset_bytes, loc->piece_bytes), 1, true);
 }
 
-uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
-			  cfs_extent_unmap_fn fn, void *arg)
+int64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
+			 cfs_extent_unmap_fn fn, void *arg)
 {
 	const struct cfs_extent_geom *g = map->geom;
 	struct top *old;
-	uint64_t end, removed = 0;
+	uint64_t end;
+	int64_t removed = 0;
 	uint64_t run_fu = 0, run_su = 0, run_count = 0;
 	struct cursor c;
 	const struct run *r;
@@ -1676,7 +1677,8 @@ uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64
 		atomic_store(&map->piece_bytes, 0);
 	} else if (base_change1(map, (struct change){file_unit, end - file_unit, 0, CH_HOLE, false,
 						     false, 0})) {
-		goto out; /* out of memory: nothing unmapped */
+		removed = -ENOMEM; /* nothing unmapped */
+		goto out;
 	}
 	drop_records(map, old, file_unit, end - file_unit);
 	/* Report from the old base (retired, still readable in this section). */
@@ -1685,7 +1687,7 @@ uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64
 		uint64_t b = r->fu + r->count < end ? r->fu + r->count : end;
 		uint64_t su = r->su + (a - r->fu);
 
-		removed += b - a;
+		removed += (int64_t)(b - a);
 		if (run_count && run_fu + run_count == a && run_su + run_count == su && !r->piece) {
 			run_count += b - a;
 			continue;

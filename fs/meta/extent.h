@@ -268,12 +268,12 @@ typedef void (*cfs_extent_unmap_fn)(void *arg, uint64_t file_unit, uint64_t stor
  * contiguous run of unmapped units is reported to fn (may be NULL) so the
  * caller can log it and return the units to the allocator (deferred while I/O
  * references exist: see the top of this file). Records are retired. Returns
- * the number of units unmapped; 0 with nothing changed if the new leaves
- * could not be allocated (out of memory; unmapping from unit 0 to the end
- * never allocates).
+ * the number of units unmapped, or -ENOMEM with nothing changed if the new
+ * leaves could not be allocated (unmapping from unit 0 to the end never
+ * allocates).
  */
-uint64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
-			  cfs_extent_unmap_fn fn, void *arg);
+int64_t cfs_extent_unmap(struct cfs_extent_map *map, uint64_t file_unit, uint64_t count,
+			 cfs_extent_unmap_fn fn, void *arg);
 
 /* Called for each mapped unit whose sectors [first_sector, +sector_count)
  * were cleared (sector indices within the unit). */

@@ -644,8 +644,12 @@ static void inode_maybe_delete(struct cfs_fs *fs, struct cfs_inode *inode)
 	atomic_fetch_or(&inode->flags, CFS_INODE_F_DELETED);
 	cfs_txn_begin(&txn, fs->journal);
 	cfs_txn_inode_delete(&txn, inode->ino);
-	if (inode->map)
-		cfs_extent_unmap(inode->map, 0, UINT64_MAX, free_ctx_unmapped, &c);
+	if (inode->map) {
+		int64_t unmapped =
+			cfs_extent_unmap(inode->map, 0, UINT64_MAX, free_ctx_unmapped, &c);
+
+		CFS_ASSERT(unmapped >= 0); /* from unit 0 to the end: never allocates */
+	}
 	seq = cfs_txn_end(&txn);
 	free_ctx_release(&c, seq);
 	inode_quiesce(fs, inode);
@@ -1511,7 +1515,8 @@ static void zero_pin(struct cfs_inode *inode, struct cfs_ns_zero *zero)
 /*
  * [inode lock] Cut the file at new_size (below the current size): unmap the
  * units past it, mark the whole sectors after it in its unit unwritten, log
- * all of it in txn, and report the cut part of its sector.
+ * all of it in txn, and report the cut part of its sector. -ENOMEM with
+ * nothing changed if the units could not be unmapped.
  */
 static int truncate_down(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t new_size,
 			 struct cfs_txn *txn, struct free_ctx *fc, struct cfs_ns_zero *zero)
@@ -1520,9 +1525,12 @@ static int truncate_down(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t ne
 	uint64_t keep_units = (new_size + g->unit_bytes - 1) >> g->unit_shift;
 	uint64_t unit_end = keep_units << g->unit_shift;
 	struct clear_ctx cc = {txn, inode->ino};
+	int64_t unmapped;
 	int ret = 0;
 
-	cfs_extent_unmap(inode->map, keep_units, UINT64_MAX, free_ctx_unmapped, fc);
+	unmapped = cfs_extent_unmap(inode->map, keep_units, UINT64_MAX, free_ctx_unmapped, fc);
+	if (unmapped < 0)
+		return (int)unmapped;
 	if (new_size < unit_end)
 		ret = cfs_extent_mark_unwritten(inode->map, new_size, unit_end - new_size,
 						clear_logged, &cc);
@@ -1811,9 +1819,18 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 		}
 		cfs_txn_begin(&txn, fs->journal);
 		fc.txn = &txn;
-		if (unit_hi > unit_lo)
-			cfs_extent_unmap(inode->map, unit_lo, unit_hi - unit_lo, free_ctx_unmapped,
-					 &fc);
+		if (unit_hi > unit_lo) {
+			int64_t unmapped = cfs_extent_unmap(inode->map, unit_lo, unit_hi - unit_lo,
+							    free_ctx_unmapped, &fc);
+
+			if (unmapped < 0) {
+				/* Out of memory: nothing unmapped, nothing logged. */
+				ret = (int)unmapped;
+				seq = cfs_txn_end(&txn);
+				free_ctx_release(&fc, seq);
+				goto out_unlock;
+			}
+		}
 		if (unit_hi > unit_lo) {
 			uint64_t lo_bytes = unit_lo << g->unit_shift;
 			uint64_t hi_bytes = unit_hi << g->unit_shift;
@@ -2914,9 +2931,11 @@ int cfs_ns_apply_extent(struct cfs_fs *fs, uint16_t type, const struct cfs_jrec_
 	if (!inode || !inode->map)
 		return 0;
 	if (type == CFS_LOG_EXTENT_UNMAP) {
-		cfs_extent_unmap(inode->map, rec->file_unit, rec->count, NULL, NULL);
+		int64_t unmapped =
+			cfs_extent_unmap(inode->map, rec->file_unit, rec->count, NULL, NULL);
+
 		cfs_extent_quiesce(inode->map);
-		return 0;
+		return unmapped < 0 ? (int)unmapped : 0;
 	}
 	/* Absolute: if the snapshot is newer than this record, this mapping
 	 * wins now and later records restore the newer one. */
