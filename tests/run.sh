@@ -124,12 +124,25 @@ ceph_shared_stop() {
 	unset CFS_CEPH_DIR
 }
 
+# A script whose header says "# make check-asan: once" is not repeated under
+# ASan: a database or cluster run, a soak, or a check of files and docs, whose
+# chunkfs code paths the other tests already run sanitized and which would
+# take a large part of CI's time (.ci/run runs make check, then check-asan).
+once_under_asan() {
+	head -n 40 "$1" | grep -q '^# make check-asan: once'
+}
+
 run_integration() {
 	local t name out rc start
 	for t in "$root"/tests/integration/*.sh; do
 		[ -x "$t" ] || continue
 		name=$(basename "$t" .sh)
 		if [ -n "${CFS_TEST_FILTER:-}" ] && ! [[ $name =~ $CFS_TEST_FILTER ]]; then
+			continue
+		fi
+		if [ "$BUILD" = asan ] && once_under_asan "$t"; then
+			echo "SKIP integration/$name: runs once, in make check (no code of its own under ASan)"
+			skipped=$((skipped + 1))
 			continue
 		fi
 		case $name in

@@ -6,6 +6,7 @@
 # and stop at the end of the file; writes inside the file succeed, past it
 # fail with EFBIG; a bad -s is refused before mounting; -n (no_open) still
 # serves reads. A floor that silently failed its I/O would report any speed.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 null=$CFS_BIN/bench/fuse_null

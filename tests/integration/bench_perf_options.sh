@@ -4,6 +4,7 @@
 # bad rate, -S without both chunkfs image targets); -S really trades the two
 # stores between repetitions (an A/B of two daemons, each on both images),
 # and the run leaves no mount, loop device or image behind.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd fio

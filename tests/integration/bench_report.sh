@@ -6,6 +6,7 @@
 # chart. So the README's headline numbers trace back to the raw results, and
 # a change to the report generator that drops or breaks a section fails
 # here (then make the report again and say why in the commit).
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_cmd python3
 cfs_require_cmd gnuplot

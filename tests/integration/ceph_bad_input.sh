@@ -8,6 +8,7 @@
 #   mkchunkfs and fsck.chunkfs all refused, naming its host and pid, and the
 #   holder's store unharmed), malformed names and Ceph options on a local
 #   store (usage errors, exit 1), an RBD image named among a pool's stores.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 cfs_require_fuse

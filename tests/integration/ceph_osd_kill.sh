@@ -5,6 +5,7 @@
 # block, only a stall (its largest completion latency is logged), the
 # chunk's statistics count no error, and after the OSD is back (and the
 # cluster recovers) every block verifies again after a remount.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"

@@ -14,6 +14,7 @@
 #
 # Skips (77) when PostgreSQL or Ceph is not installed. About a minute;
 # PG_TEST_SECONDS sets the timed run (default 10).
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"

@@ -13,6 +13,7 @@
 #   cluster's blocklist has its client), its reads and writes fail from then
 #   on, and nothing it wrote after the takeover is on the store: C and a
 #   later mount see the data as it was, fsck is clean.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 cfs_require_fuse

@@ -15,6 +15,7 @@
 #   - bench/README.md does not name a benchmark script of bench/;
 #   - bench/results/ holds a loose file, or a run folder without notes.md.
 # Needs no root and nothing built.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_cmd python3
 

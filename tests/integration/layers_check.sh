@@ -4,6 +4,7 @@
 # naming the object and symbol, the file and line of the include, the system
 # library; two modules calling each other fail as a circle unless the line
 # allows it.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 check=$CFS_ROOT/tests/layers.sh
 obj=$CFS_BIN/obj

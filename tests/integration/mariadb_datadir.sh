@@ -22,6 +22,7 @@
 #
 # Skips (77) when MariaDB or sysbench is not installed. About 1-2 minutes;
 # MY_TEST_SECONDS sets the timed sysbench run (default 10).
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 . "$CFS_ROOT/tests/lib/mariadb.sh"

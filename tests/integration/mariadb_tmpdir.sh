@@ -11,6 +11,7 @@
 #   - a sort that spills to tmpdir (merge passes) returns every row in order;
 #   - after a clean shutdown both mounts have their space back.
 # Skips (77) when MariaDB is not installed.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/mariadb.sh"
 cfs_require_fuse

@@ -19,6 +19,7 @@
 # than run them a second time. CFS_DEB_NOCHECK=1 does that for any BUILD;
 # CFS_DEB=FILE.deb tests that package instead of building one (no build, no
 # lintian).
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 
 cfs_require_root

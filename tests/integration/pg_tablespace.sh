@@ -18,6 +18,7 @@
 #
 # Skips (77) only when PostgreSQL is not installed. About 2 minutes;
 # PG_TEST_SECONDS sets the timed run (default 20).
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 . "$CFS_ROOT/tests/lib/pg.sh"

@@ -5,6 +5,7 @@
 # must survive (fsck clean, every acknowledged file exact, no foreign
 # bytes), and at least 10 must have run. CFS_SOAK_CYCLES and
 # CFS_SOAK_SECONDS change the limits.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 out=$CFS_WORK/soak.out
 set +e
