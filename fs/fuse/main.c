@@ -108,6 +108,8 @@ struct options {
 	bool ram;
 	bool hide_stats;   /* listxattr shows no user.chunkfs.* names */
 	bool writethrough; /* buffered writes answered only once on the store */
+	bool blkdev;	      /* mount as fuseblk: st_dev is the store's device */
+	char blkdev_path[PATH_MAX]; /* blkdev: SOURCE resolved, the mount's source */
 	unsigned threads;
 	uint64_t ram_size_bytes;
 	bool ram_size_given;	  /* size= seen (a bad value was already reported) */
@@ -198,6 +200,9 @@ static void usage(FILE *f, const char *prog)
 		"                     is transport=uring\n"
 		"  -o writethrough    answer a buffered write only once it is on the store\n"
 		"                     (default: once queued; fsync waits for it either way)\n"
+		"  -o blkdev          a block-device store mounts as fuseblk: files report\n"
+		"                     the device as st_dev (InnoDB then writes its redo log\n"
+		"                     with O_DIRECT), umount waits for the daemon\n"
 		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
 		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
@@ -320,6 +325,8 @@ static int parse_one(struct options *o, const char *opt)
 		o->hide_stats = true;
 	} else if (strcmp(opt, "writethrough") == 0) {
 		o->writethrough = true;
+	} else if (strcmp(opt, "blkdev") == 0) {
+		o->blkdev = true;
 	} else if (strcmp(opt, "takeover") == 0) {
 		o->ceph.takeover = true;
 		o->ceph_given = true;
@@ -670,6 +677,17 @@ static int parse_args(struct options *o, int argc, char **argv)
 			o->prog);
 		bad = 1;
 	}
+	if (o->blkdev && (o->ram || o->rbd)) {
+		fprintf(stderr, "%s: blkdev is for a store on a block device\n", o->prog);
+		bad = 1;
+	}
+	if (o->blkdev && o->fsname) {
+		fprintf(stderr,
+			"%s: fsname= cannot be used with blkdev: the kernel mounts the device "
+			"by its path\n",
+			o->prog);
+		bad = 1;
+	}
 	if (o->read_only && add_kernel_flag(o, "ro"))
 		bad = 1;
 	if (!o->threads) {
@@ -739,6 +757,23 @@ static int check_paths(struct options *o)
 		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
 			say("%s: not a block device or an image file\n", source_paths[i]);
 			return -EINVAL;
+		}
+	}
+	if (o->blkdev) {
+		if (source_count != 1) {
+			say("blkdev: a pool cannot be mounted as one block device; mount it "
+			    "without blkdev\n");
+			return -EINVAL;
+		}
+		if (!S_ISBLK(st.st_mode)) {
+			say("blkdev: %s is not a block device (an image file: attach it with "
+			    "losetup --direct-io=on and mount /dev/loopN)\n",
+			    o->source);
+			return -EINVAL;
+		}
+		if (!realpath(o->source, o->blkdev_path)) {
+			say("%s: %s\n", o->source, strerror(errno));
+			return -ENOENT;
 		}
 	}
 	return 0;
@@ -910,6 +945,22 @@ static int lock_store(const struct options *o, int *lock_fd)
 	return 0;
 }
 
+/*
+ * -o blkdev: the kernel's fuseblk mount opens the device exclusively, which
+ * an O_EXCL fd of ours would refuse, so the store is opened without O_EXCL
+ * and this fd holds the exclusive claim (an ext4 mount, mkfs, another
+ * exclusive user) from before the metadata is read until just before the
+ * mount takes it over.
+ */
+static int blkdev_claim = -1;
+
+static void blkdev_release(void)
+{
+	if (blkdev_claim >= 0)
+		close(blkdev_claim);
+	blkdev_claim = -1;
+}
+
 static int open_store(const struct options *o, struct cfs_io **out)
 {
 	struct cfs_io_config cfg = {0};
@@ -936,7 +987,7 @@ static int open_store(const struct options *o, struct cfs_io **out)
 	} else {
 		cfg.backend = "uring";
 		cfg.read_only = o->read_only || o->fake; /* fake: write nothing */
-		cfg.exclusive = true;
+		cfg.exclusive = !o->blkdev; /* blkdev: blkdev_claim */
 		cfg.fault_spec = o->fault_spec;
 		/* A block device must do direct I/O (cfs_pool_open_io asks for
 		 * it); an image file on a filesystem that refuses O_DIRECT still
@@ -951,12 +1002,19 @@ static int open_store(const struct options *o, struct cfs_io **out)
 		struct timespec pause = {0, 100 * 1000 * 1000};
 
 		err[0] = '\0';
+		ret = 0;
+		if (o->blkdev && blkdev_claim < 0) {
+			blkdev_claim = open(o->blkdev_path, O_RDONLY | O_CLOEXEC | O_EXCL);
+			if (blkdev_claim < 0)
+				ret = -errno;
+		}
 		/* Every store of the pool probed, checked against store 0's
 		 * table and routed before anything is written (a single store
 		 * is a pool of one). */
-		ret = o->ram ? cfs_io_open(&cfg, out)
-			     : cfs_pool_open_io(source_paths, source_count, &cfg, pool_sources, out,
-						err, sizeof(err));
+		if (!ret)
+			ret = o->ram ? cfs_io_open(&cfg, out)
+				     : cfs_pool_open_io(source_paths, source_count, &cfg,
+							pool_sources, out, err, sizeof(err));
 		if (ret != -EBUSY || !tries)
 			break;
 		nanosleep(&pause, NULL);
@@ -1041,13 +1099,15 @@ static struct fuse_session *new_session(const struct options *o)
 
 	/* Escaped: a comma or backslash in the source path would otherwise
 	 * split the option list. */
-	if (asprintf(&fsname, "fsname=%s", o->fsname ? o->fsname : o->source) < 0) {
+	if (asprintf(&fsname, "fsname=%s",
+		     o->blkdev ? o->blkdev_path : o->fsname ? o->fsname : o->source) < 0) {
 		fsname = NULL;
 		goto out;
 	}
 	if (fuse_opt_add_arg(&args, o->prog) || fuse_opt_add_opt(&mo, "default_permissions") ||
 	    fuse_opt_add_opt(&mo, "subtype=chunkfs") || fuse_opt_add_opt_escaped(&mo, fsname) ||
 	    (o->allow_other && fuse_opt_add_opt(&mo, "allow_other")) ||
+	    (o->blkdev && fuse_opt_add_opt(&mo, "blkdev")) ||
 	    (o->kernel_flags[0] && fuse_opt_add_opt(&mo, o->kernel_flags)) ||
 	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mo) ||
 	    (o->debug && fuse_opt_add_arg(&args, "-d")))
@@ -1356,6 +1416,8 @@ int main(int argc, char **argv)
 			o.transport = CFS_TRANSPORT_DEV; /* auto: /dev/fuse */
 		}
 	}
+	/* The fuseblk mount claims the device itself (blkdev_claim). */
+	blkdev_release();
 	if (fuse_session_mount(d->se, o.mountpoint_real)) {
 		say("cannot mount on %s\n", o.mountpoint);
 		goto out_remove_handlers;
@@ -1487,6 +1549,7 @@ out_close_fs:
 out_close_io:
 	cfs_io_close(d->io);
 out_unlock:
+	blkdev_release();
 	/* Last: the next mount of this store may start only now. */
 	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
 		if (lock_fd[i] >= 0)

@@ -258,7 +258,9 @@ static int add_all_mounts(struct run *r)
 	if (!f)
 		return -errno;
 	while ((m = getmntent(f)) && !ret) {
-		if (strcmp(m->mnt_type, "fuse.chunkfs") != 0)
+		/* fuseblk.chunkfs: a block-device store mounted with -o blkdev */
+		if (strcmp(m->mnt_type, "fuse.chunkfs") != 0 &&
+		    strcmp(m->mnt_type, "fuseblk.chunkfs") != 0)
 			continue;
 		found++;
 		ret = add_mount(r, m->mnt_dir);

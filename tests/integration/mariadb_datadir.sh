@@ -16,9 +16,10 @@
 #   EXTENDED is clean on every table, every acknowledged commit is there,
 #   no commit is torn (each commit writes one row to each of two tables)
 #   and none has a gap before it; a clean shutdown; a second server on a
-#   store on a loop device, where the redo log's buffering is asserted the
-#   same way, and a table of its own on the first store (DATA DIRECTORY);
-#   unmount and fsck.chunkfs clean.
+#   store on a loop device mounted with -o blkdev (fuseblk: the files'
+#   st_dev is the loop device), where InnoDB must write its redo log with
+#   O_DIRECT as on ext4, and a table of its own on the first store (DATA
+#   DIRECTORY); unmount and fsck.chunkfs clean.
 #
 # Skips (77) when MariaDB or sysbench is not installed. About 1-2 minutes;
 # MY_TEST_SECONDS sets the timed sysbench run (default 10).
@@ -188,20 +189,26 @@ check_recovered "chunkfs daemon killed"
 my_stop
 grep -q 'Shutdown complete' "$MY_ERR" || cfs_fail "no clean shutdown in the error log"
 
-# ---- a store on a loop device: what InnoDB makes of its redo log there -------------
-# (the same expectation: O_DIRECT for the log once the mount's st_dev is a
-# block device with a physical block size in sysfs)
+# ---- a store on a loop device, -o blkdev: the redo log with O_DIRECT ---------------
+# fuseblk: every file's st_dev is the loop device, whose sysfs entry has the
+# physical block size InnoDB looks for.
 truncate -s 1G "$CFS_WORK/loop.img"
 cfs_loop_attach "$CFS_WORK/loop.img"
 "$CFS_BIN/mkchunkfs" -q "$CFS_LOOP_DEV" >/dev/null || cfs_fail "mkchunkfs $CFS_LOOP_DEV"
-cfs_mount "$CFS_LOOP_DEV" "$CFS_WORK/lmnt" allow_other
+cfs_mount "$CFS_LOOP_DEV" "$CFS_WORK/lmnt" allow_other,blkdev
+grep -q "^$CFS_LOOP_DEV $CFS_WORK/lmnt fuseblk.chunkfs " /proc/self/mounts ||
+	cfs_fail "-o blkdev: not a fuseblk mount of $CFS_LOOP_DEV: $(grep " $CFS_WORK/lmnt " /proc/self/mounts)"
 my_init loop "$CFS_WORK/lmnt/mysql" "innodb_flush_method = O_DIRECT" "innodb_use_native_aio = 1" \
 	"innodb_buffer_pool_size = 32M" "innodb_log_file_size = 48M" "skip-log-bin"
 my_start
-redo=$(my_redo_expectation "$CFS_WORK/lmnt/mysql/ib_logfile0")
+[ "$(stat -c '%Hd:%Ld' "$CFS_WORK/lmnt/mysql/ib_logfile0")" = "$(stat -L -c '%Hr:%Lr' "$CFS_LOOP_DEV")" ] ||
+	cfs_fail "-o blkdev: ib_logfile0's st_dev is $(stat -c '%Hd:%Ld' "$CFS_WORK/lmnt/mysql/ib_logfile0"), not $CFS_LOOP_DEV's"
+redo="File system buffers for log disabled"
+[ "$(my_redo_expectation "$CFS_WORK/lmnt/mysql/ib_logfile0")" = "$redo" ] ||
+	cfs_fail "-o blkdev: no physical block size in sysfs for $CFS_LOOP_DEV"
 grep -q "InnoDB: $redo (block size=" "$MY_ERR" ||
-	{ grep -E 'InnoDB: (Buffered log|File system buffers)' "$MY_ERR" >&2; cfs_fail "loop-device store: the error log does not say '$redo' for the redo log"; }
-cfs_log "loop-device store, redo log on $(stat -c '%Hd:%Ld' "$CFS_WORK/lmnt/mysql/ib_logfile0"): $redo"
+	{ grep -E 'InnoDB: (Buffered log|File system buffers)' "$MY_ERR" >&2; cfs_fail "blkdev store: the error log does not say '$redo' for the redo log"; }
+cfs_log "blkdev store, redo log on $(stat -c '%Hd:%Ld' "$CFS_WORK/lmnt/mysql/ib_logfile0"): $(grep -oE "InnoDB: $redo[^(]*\(block size=[0-9]+ bytes\)" "$MY_ERR" | tail -n 1)"
 # A table of its own elsewhere: DATA DIRECTORY puts its .ibd on the other
 # store mount, and an .isl file in the datadir says where (README.md).
 install -d -o "$MY_USER" -g "$MY_USER" -m 750 "$mnt/tables"

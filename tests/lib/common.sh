@@ -197,7 +197,7 @@ cfs_is_mounted() {
 
 # _cfs_mount_count DIR: how many chunkfs mounts are stacked on DIR.
 _cfs_mount_count() {
-	awk -v d="$1" '$2 == d && $3 == "fuse.chunkfs" { n++ } END { print n + 0 }' \
+	awk -v d="$1" '$2 == d && ($3 == "fuse.chunkfs" || $3 == "fuseblk.chunkfs") { n++ } END { print n + 0 }' \
 		/proc/self/mounts
 }
 
