@@ -53,6 +53,7 @@ struct cfs_daemon {
 	bool hide_stats;	  /* -o hide_stats: listxattr omits user.chunkfs.* */
 	bool write_behind;	  /* buffered writes answered once queued (default;
 				   * -o writethrough: once on the store) */
+	bool writeback_cache;	  /* -o writeback_cache: the kernel's, opt-in */
 	unsigned loop_count;
 	struct cfs_loop **loops;
 };

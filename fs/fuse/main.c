@@ -108,6 +108,7 @@ struct options {
 	bool ram;
 	bool hide_stats;   /* listxattr shows no user.chunkfs.* names */
 	bool writethrough; /* buffered writes answered only once on the store */
+	bool writeback_cache; /* the kernel's writeback cache (opt-in) */
 	bool blkdev;	      /* mount as fuseblk: st_dev is the store's device */
 	char blkdev_path[PATH_MAX]; /* blkdev: SOURCE resolved, the mount's source */
 	unsigned threads;
@@ -203,6 +204,8 @@ static void usage(FILE *f, const char *prog)
 		"  -o blkdev          a block-device store mounts as fuseblk: files report\n"
 		"                     the device as st_dev (InnoDB then writes its redo log\n"
 		"                     with O_DIRECT), umount waits for the daemon\n"
+		"  -o writeback_cache the kernel's writeback cache: fewer, larger writes,\n"
+		"                     but a full store fails fsync, not write() (chunkfs(8))\n"
 		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
 		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
@@ -325,6 +328,8 @@ static int parse_one(struct options *o, const char *opt)
 		o->hide_stats = true;
 	} else if (strcmp(opt, "writethrough") == 0) {
 		o->writethrough = true;
+	} else if (strcmp(opt, "writeback_cache") == 0) {
+		o->writeback_cache = true;
 	} else if (strcmp(opt, "blkdev") == 0) {
 		o->blkdev = true;
 	} else if (strcmp(opt, "takeover") == 0) {
@@ -1379,6 +1384,7 @@ int main(int argc, char **argv)
 	d->source = o.source;
 	d->hide_stats = o.hide_stats;
 	d->write_behind = !o.writethrough;
+	d->writeback_cache = o.writeback_cache;
 	if (open_metadata(&o, d->io, &d->fs))
 		goto out_close_io;
 	if (o.fake) {

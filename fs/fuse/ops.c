@@ -8,8 +8,9 @@
  * Policy lives elsewhere; what is decided here is only what FUSE itself
  * asks for:
  *   - init: capabilities (asynchronous reads and direct I/O, atomic O_TRUNC,
- *     symlink caching; no writeback cache: buffered writes are written
- *     through, so buffered and O_DIRECT opens stay coherent), 1 MiB requests,
+ *     symlink caching; no writeback cache unless -o writeback_cache:
+ *     buffered writes are written through, so a full store fails the
+ *     write() itself), 1 MiB requests,
  *     max_background raised so the database's asynchronous I/O keeps its
  *     queue depth, nanosecond timestamps.
  *   - Locks: .getlk/.setlk/.flock are deliberately unset, so the kernel
@@ -135,6 +136,14 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	 * answered early: data.c, "write-behind"), so O_DIRECT opens of the
 	 * same file see it and a full store fails the write() itself. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* Unless asked for (-o writeback_cache): the kernel then gathers
+	 * writes in dirty pages and owns size and times, so an extending write
+	 * costs no attribute refresh (lseek(SEEK_END) after a write-through
+	 * write always asks: GETATTR, then GETXATTR(security.capability)
+	 * because the refresh clears S_NOSEC), at the price of ENOSPC showing
+	 * at writeback (fsync) instead of in write(). */
+	if (cfs_daemon.writeback_cache)
+		conn->want |= conn->capable & FUSE_CAP_WRITEBACK_CACHE;
 	/* Every change to a file goes through this mount, and open_file()
 	 * keeps cached pages coherent with O_DIRECT writes: dropping a file's
 	 * pages whenever its mtime moved (after every write) only made the
@@ -432,8 +441,10 @@ static void open_file(fuse_req_t req, struct cfs_inode *inode, struct fuse_file_
 
 	(void)req;
 	/* No FLUSH at close (FOPEN_NOFLUSH, kernel 5.17+): there is nothing to
-	 * flush (no write-back cache), and it was one of three round trips per
-	 * open+close — a database opening chunks per session pays for each. */
+	 * flush (no write-back cache; with -o writeback_cache the kernel sends
+	 * FLUSH anyway, after writing the file's dirty pages), and it was one
+	 * of three round trips per open+close — a database opening chunks per
+	 * session pays for each. */
 	fi->noflush = 1;
 	if (!S_ISREG(inode->mode)) {
 		fi->direct_io = direct;

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# daemon_writeback_cache.sh — -o writeback_cache: the kernel's writeback
+# cache on a store mount.
+#
+#   - what it is for: 1000 buffered 8 KiB appends, each after
+#     lseek(SEEK_END) (PostgreSQL extending a relation), reach the daemon as
+#     far fewer WRITEs (the statistics count them) than without the option,
+#     where every one is a WRITE;
+#   - content: buffered writes, overwrites and a truncate with dirty pages,
+#     read back before and after a remount, sizes and mtime kept;
+#   - coherence: an O_DIRECT reader of a file with dirty pages sees them, and
+#     a buffered reader sees an O_DIRECT write;
+#   - a full store: the error reaches the application (write() or at the
+#     latest fsync() fails with ENOSPC), the daemon lives on, the data
+#     fsynced before is intact after a remount, and fsck is clean.
+. "$(dirname "$0")/../lib/common.sh"
+. "$CFS_ROOT/tests/lib/stats.sh"
+cfs_require_fuse
+cfs_require_cmd python3 getfattr
+
+img=$CFS_WORK/store.img
+mnt=$CFS_WORK/mnt
+cfs_mkfs "$img" 96M
+
+# appends after lseek(SEEK_END): WRITE requests the daemon counted
+appends() {
+	python3 - "$1" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+page = bytes(range(256)) * 32
+for i in range(1000):
+    end = os.lseek(fd, 0, os.SEEK_END)
+    assert end == i * 8192, (end, i)
+    os.pwrite(fd, page, end)
+os.fsync(fd)
+os.close(fd)
+EOF
+}
+cfs_mount "$img" "$mnt"
+appends "$mnt/plain"
+plain=$(cfs_stat "$mnt/plain" writes)
+cfs_umount "$mnt" || cfs_fail "unmount"
+[ "$plain" -ge 1000 ] || cfs_fail "without writeback_cache: $plain WRITEs for 1000 appends (expected one each)"
+
+cfs_mount "$img" "$mnt" writeback_cache
+appends "$mnt/wb"
+wb=$(cfs_stat "$mnt/wb" writes)
+cfs_log "1000 appends of 8 KiB after lseek(SEEK_END): $plain WRITEs without writeback_cache, $wb with it"
+[ "$wb" -le 100 ] || cfs_fail "with writeback_cache: $wb WRITEs for 1000 appends (expected the kernel to gather them)"
+cmp "$mnt/plain" "$mnt/wb" || cfs_fail "appends: content differs"
+
+# content, truncate with dirty pages, coherence with O_DIRECT
+python3 - "$mnt" <<'EOF' || cfs_fail "content and coherence"
+import mmap, os, sys
+d = sys.argv[1]
+f = os.path.join(d, "data")
+fd = os.open(f, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+blob = os.urandom(3 * 1048576 + 1234)
+os.write(fd, blob)
+os.pwrite(fd, b"X" * 100, 4000)                 # an overwrite across a page boundary
+blob = blob[:4000] + b"X" * 100 + blob[4100:]
+# O_DIRECT reader while the pages may still be dirty: sees them
+dfd = os.open(f, os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 1 << 20)
+n = os.preadv(dfd, [buf], 0)
+assert n == 1 << 20 and buf[:n] == blob[: 1 << 20], "O_DIRECT read missed dirty pages"
+os.close(dfd)
+# truncate down with dirty pages, then extend by a write past the end
+os.ftruncate(fd, 2 * 1048576 + 7)
+blob = blob[: 2 * 1048576 + 7]
+os.pwrite(fd, b"tail", 2 * 1048576 + 100)
+blob = blob + b"\0" * 93 + b"tail"
+assert os.fstat(fd).st_size == len(blob), os.fstat(fd).st_size
+assert os.pread(fd, len(blob), 0) == blob, "buffered read back"
+# an O_DIRECT write into the cached file: a buffered read sees it
+dfd = os.open(f, os.O_RDWR | os.O_DIRECT)
+buf[:4096] = b"D" * 4096
+assert os.pwritev(dfd, [memoryview(buf)[:4096]], 8192) == 4096
+os.close(dfd)
+blob = blob[:8192] + b"D" * 4096 + blob[12288:]
+assert os.pread(fd, len(blob), 0) == blob, "buffered read after an O_DIRECT write"
+os.fsync(fd)
+os.close(fd)
+open(os.path.join(d, "data.sum"), "wb").write(blob)
+EOF
+mtime=$(stat -c %Y.%y "$mnt/data")
+size=$(stat -c %s "$mnt/data")
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_mount "$img" "$mnt" writeback_cache
+cmp "$mnt/data" "$mnt/data.sum" || cfs_fail "content after a remount"
+[ "$(stat -c %s "$mnt/data")" = "$size" ] || cfs_fail "size $(stat -c %s "$mnt/data") after a remount, was $size"
+[ "$(stat -c %Y.%y "$mnt/data")" = "$mtime" ] || cfs_fail "mtime $(stat -c %y "$mnt/data") after a remount, was $mtime"
+cmp "$mnt/plain" "$mnt/wb" || cfs_fail "appends after a remount"
+
+# a full store: ENOSPC reaches the application, the daemon lives on
+python3 - "$mnt/fill" <<'EOF' || cfs_fail "a full store"
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+chunk = b"f" * 1048576
+where = None
+try:
+    for i in range(200):                        # more than the store holds
+        os.write(fd, chunk)
+    where = "never"
+    os.fsync(fd)
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        raise
+    where = "write" if where is None else "fsync"
+    print("ENOSPC from %s()" % where)
+else:
+    sys.exit("200 MiB written and fsynced on a 96 MiB store")
+try:
+    os.close(fd)
+except OSError:
+    pass                                        # the error may come again at close
+EOF
+cfs_is_mounted "$mnt" || cfs_fail "the mount is gone after ENOSPC"
+rm -f "$mnt/fill"
+echo after >"$mnt/after" && sync "$mnt/after" || cfs_fail "a write after ENOSPC and rm"
+cmp "$mnt/data" "$mnt/data.sum" || cfs_fail "content after ENOSPC"
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_mount "$img" "$mnt"
+cmp "$mnt/data" "$mnt/data.sum" || cfs_fail "content after ENOSPC and a remount"
+[ "$(cat "$mnt/after")" = after ] || cfs_fail "the write after ENOSPC"
+cfs_umount "$mnt" || cfs_fail "unmount"
+"$CFS_BIN/fsck.chunkfs" -n "$img" >"$CFS_WORK/fsck.out" 2>&1 ||
+	{ cat "$CFS_WORK/fsck.out" >&2; cfs_fail "fsck.chunkfs"; }
+cfs_log "ok"
