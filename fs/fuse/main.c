@@ -106,10 +106,10 @@ struct options {
 	bool allow_other;
 	bool read_only;
 	bool ram;
-	bool hide_stats;   /* listxattr shows no user.chunkfs.* names */
-	bool writethrough; /* buffered writes answered only once on the store */
-	bool writeback_cache; /* the kernel's writeback cache (opt-in) */
-	bool blkdev;	      /* mount as fuseblk: st_dev is the store's device */
+	bool hide_stats;	    /* listxattr shows no user.chunkfs.* names */
+	bool writethrough;	    /* buffered writes answered only once on the store */
+	bool writeback_cache;	    /* the kernel's writeback cache (opt-in) */
+	bool blkdev;		    /* mount as fuseblk: st_dev is the store's device */
 	char blkdev_path[PATH_MAX]; /* blkdev: SOURCE resolved, the mount's source */
 	unsigned threads;
 	uint64_t ram_size_bytes;
@@ -992,7 +992,7 @@ static int open_store(const struct options *o, struct cfs_io **out)
 	} else {
 		cfg.backend = "uring";
 		cfg.read_only = o->read_only || o->fake; /* fake: write nothing */
-		cfg.exclusive = !o->blkdev; /* blkdev: blkdev_claim */
+		cfg.exclusive = !o->blkdev;		 /* blkdev: blkdev_claim */
 		cfg.fault_spec = o->fault_spec;
 		/* A block device must do direct I/O (cfs_pool_open_io asks for
 		 * it); an image file on a filesystem that refuses O_DIRECT still
@@ -1105,7 +1105,9 @@ static struct fuse_session *new_session(const struct options *o)
 	/* Escaped: a comma or backslash in the source path would otherwise
 	 * split the option list. */
 	if (asprintf(&fsname, "fsname=%s",
-		     o->blkdev ? o->blkdev_path : o->fsname ? o->fsname : o->source) < 0) {
+		     o->blkdev	 ? o->blkdev_path
+		     : o->fsname ? o->fsname
+				 : o->source) < 0) {
 		fsname = NULL;
 		goto out;
 	}
