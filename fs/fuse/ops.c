@@ -21,7 +21,8 @@
  *     attribute change (no AUTO_INVAL_DATA); O_DIRECT opens bypass it
  *     (FOPEN_DIRECT_IO) unless the file has cached opens. See open_file().
  *   - fsync is answered from the committer thread when the commit is
- *     durable: no loop thread waits.
+ *     durable: no loop thread waits. fdatasync of a file whose writes
+ *     changed only its times: a flush of the store, no commit of its own.
  *   - RAM mounts: after an operation that may free data (unlink, rename
  *     over a file, truncate, punch, the last close or forget of an unlinked
  *     file) the committer is woken, so the memory goes back to the system
@@ -703,11 +704,32 @@ static void fsync_timed_done(int res, void *arg)
 	free(t);
 }
 
+struct fsync_args {
+	uint64_t start_ns; /* when it arrived */
+	bool datasync;	   /* fdatasync(2) */
+};
+
+/*
+ * Start the commit an fsync waits for. fdatasync of a file whose writes
+ * changed only its times (an overwrite: a database's redo log, its data
+ * pages) needs no records of its own: a flush of the store, one device
+ * request where a commit with records costs a flush, a log write and
+ * another flush. The times reach the log with a later commit, as fdatasync
+ * allows.
+ */
+static int fsync_commit(struct cfs_inode *inode, bool datasync, cfs_commit_cb cb, void *arg)
+{
+	if (datasync && inode && S_ISREG(inode->mode) && cfs_ns_datasync_flush_only(inode))
+		return cfs_journal_flush_async(FS(), cb, arg);
+	return cfs_journal_commit_async(FS(), cb, arg);
+}
+
 /* The fsync itself, once the file's write-behind is on the store: the
- * commit's device flush must come after it. args: when it arrived (ns). */
+ * commit's device flush must come after it. */
 static void fsync_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
 {
-	uint64_t start_ns = *(const uint64_t *)args;
+	const struct fsync_args *a = args;
+	uint64_t start_ns = a->start_ns;
 	struct cfs_chunk_stats *stats = inode ? cfs_ns_inode_stats(inode) : NULL;
 	struct fsync_timing *t = NULL;
 	int ret;
@@ -735,7 +757,7 @@ static void fsync_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
 		t = malloc(sizeof(*t));
 	if (!t) {
 		/* No timing (or no memory for it): the fsync itself goes on. */
-		ret = cfs_journal_commit_async(FS(), fsync_done, req);
+		ret = fsync_commit(inode, a->datasync, fsync_done, req);
 		if (ret)
 			fsync_done(ret, req);
 		return;
@@ -743,19 +765,17 @@ static void fsync_go(fuse_req_t req, struct cfs_inode *inode, const void *args)
 	t->req = req;
 	t->stats = stats;
 	t->start_ns = start_ns;
-	ret = cfs_journal_commit_async(FS(), fsync_timed_done, t);
+	ret = fsync_commit(inode, a->datasync, fsync_timed_done, t);
 	if (ret)
 		fsync_timed_done(ret, t);
 }
 
 static void cfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	uint64_t start_ns = cfs_now_ns();
+	struct fsync_args a = {cfs_now_ns(), datasync != 0};
 
 	(void)ino;
-	(void)datasync; /* a commit covers data and metadata alike */
-	cfs_data_after_writes(req, fi && fi->fh ? fh_inode(fi) : NULL, fsync_go, &start_ns,
-			      sizeof(start_ns));
+	cfs_data_after_writes(req, fi && fi->fh ? fh_inode(fi) : NULL, fsync_go, &a, sizeof(a));
 }
 
 static void cfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

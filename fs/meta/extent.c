@@ -1975,6 +1975,11 @@ static int change_cmp(const void *a, const void *b)
 	return x->fu < y->fu ? -1 : x->fu > y->fu;
 }
 
+bool cfs_extent_is_dirty(const struct cfs_extent_map *map)
+{
+	return atomic_load(&map->dirty_head) != NULL;
+}
+
 int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, void *arg)
 {
 	struct xunit *u, **full = NULL;

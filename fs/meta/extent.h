@@ -332,6 +332,10 @@ void cfs_extent_view_bits(const struct cfs_extent_unit_view *view, uint32_t firs
  */
 int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, void *arg);
 
+/* [lock-free] Some record's sectors became written since the last
+ * cfs_extent_collect_dirty(): the next commit has written-state to log. */
+bool cfs_extent_is_dirty(const struct cfs_extent_map *map);
+
 /* [inode lock] Every mapped unit in file-unit order, as maximal runs
  * (contiguous in the file and on the store, one state) and single BITMAP
  * units (snapshot, dump, mount). 0, fn's nonzero return, or -ENOMEM. */

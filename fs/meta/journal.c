@@ -355,6 +355,7 @@ struct waiter {
 	struct waiter *next;
 	cfs_commit_cb cb;
 	void *arg;
+	bool flush_only; /* cfs_journal_flush_async: no capture needed */
 };
 
 struct cfs_journal {
@@ -1070,7 +1071,7 @@ out_free:
  * device even when no record is pending, since writes to written sectors
  * create no record but still sit in the device's cache.
  */
-static int commit_once(struct cfs_journal *j, bool force)
+static int commit_once(struct cfs_journal *j, bool force, bool capture)
 {
 	struct cfs_fs *fs = j->fs;
 	struct tail_seg *batch;
@@ -1081,8 +1082,10 @@ static int commit_once(struct cfs_journal *j, bool force)
 
 	if (cfs_fs_is_readonly(fs))
 		return fs->mounted_ro ? 0 : -EROFS;
-	/* (1) capture: dirty written-state and attributes become records. */
-	j->ops->capture(fs);
+	/* (1) capture: dirty written-state and attributes become records
+	 * (unless every waiter asked for a flush only). */
+	if (capture)
+		j->ops->capture(fs);
 	pthread_mutex_lock(&j->tail_lock);
 	batch = j->tail_first;
 	bytes = j->pending_bytes;
@@ -1175,6 +1178,15 @@ static void answer(struct waiter *w, int res)
 	}
 }
 
+/* Every waiter of this commit asked for cfs_journal_flush_async. */
+static bool all_flush_only(const struct waiter *w)
+{
+	for (; w; w = w->next)
+		if (!w->flush_only)
+			return false;
+	return true;
+}
+
 static void *committer(void *arg)
 {
 	struct cfs_journal *j = arg;
@@ -1210,7 +1222,7 @@ static void *committer(void *arg)
 		}
 		pthread_mutex_unlock(&j->lock);
 
-		res = commit_once(j, w != NULL || stopping);
+		res = commit_once(j, w != NULL || stopping, !w || stopping || !all_flush_only(w));
 		answer(w, res);
 
 		pthread_mutex_lock(&j->lock);
@@ -1225,7 +1237,7 @@ static void *committer(void *arg)
 	return NULL;
 }
 
-int cfs_journal_commit_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
+static int commit_wait(struct cfs_fs *fs, cfs_commit_cb cb, void *arg, bool flush_only)
 {
 	struct cfs_journal *j = fs->journal;
 	struct waiter *w;
@@ -1237,6 +1249,7 @@ int cfs_journal_commit_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
 		return -ENOMEM;
 	w->cb = cb;
 	w->arg = arg;
+	w->flush_only = flush_only;
 	pthread_mutex_lock(&j->lock);
 	if (!j->running) {
 		pthread_mutex_unlock(&j->lock);
@@ -1249,6 +1262,16 @@ int cfs_journal_commit_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
 	pthread_cond_signal(&j->wake);
 	pthread_mutex_unlock(&j->lock);
 	return 0;
+}
+
+int cfs_journal_commit_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
+{
+	return commit_wait(fs, cb, arg, false);
+}
+
+int cfs_journal_flush_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
+{
+	return commit_wait(fs, cb, arg, true);
 }
 
 struct sync_wait {

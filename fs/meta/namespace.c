@@ -43,6 +43,7 @@
 
 #define CFS_INODE_F_QUEUED (1u << 0)	 /* on the committer queue */
 #define CFS_INODE_F_ATTR_DIRTY (1u << 1) /* size/times changed by writes, not logged */
+#define CFS_INODE_F_SIZE_DIRTY (1u << 5) /* of those, the size grew ([lock]) */
 #define CFS_INODE_F_DELETED (1u << 2)	 /* INODE_DELETE logged, out of the table */
 #define CFS_INODE_F_DEFERRED (1u << 3)	 /* deferred frees or retired records wait */
 /* Born without a name (O_TMPFILE without O_EXCL) and never linked: a link
@@ -1978,8 +1979,10 @@ void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 	}
 	if (end > atomic_load(&inode->size_bytes)) {
 		pthread_mutex_lock(&inode->lock);
-		if (end > atomic_load(&inode->size_bytes))
+		if (end > atomic_load(&inode->size_bytes)) {
 			atomic_store(&inode->size_bytes, end);
+			atomic_fetch_or(&inode->flags, CFS_INODE_F_SIZE_DIRTY);
+		}
 		pthread_mutex_unlock(&inode->lock);
 	}
 	/* Logged by the committer after the flush that makes the data durable. */
@@ -1987,6 +1990,17 @@ void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 		atomic_fetch_or(&inode->flags, CFS_INODE_F_ATTR_DIRTY);
 		inode_queue(ns_of(fs), inode);
 	}
+}
+
+bool cfs_ns_datasync_flush_only(struct cfs_inode *inode)
+{
+	bool pending;
+
+	pthread_mutex_lock(&inode->lock);
+	pending = (atomic_load(&inode->flags) & CFS_INODE_F_SIZE_DIRTY) ||
+		  (inode->map && cfs_extent_is_dirty(inode->map));
+	pthread_mutex_unlock(&inode->lock);
+	return !pending;
 }
 
 struct cfs_chunk_stats *cfs_ns_inode_stats(struct cfs_inode *inode)
@@ -2615,7 +2629,8 @@ int cfs_ns_commit_capture(struct cfs_fs *fs)
 				cfs_extent_collect_dirty(inode->map, capture_unit, &c);
 			else if (inode->map)
 				inode_queue(ns, inode); /* no memory now: next commit */
-			if (atomic_fetch_and(&inode->flags, ~CFS_INODE_F_ATTR_DIRTY) &
+			if (atomic_fetch_and(&inode->flags,
+					     ~(CFS_INODE_F_ATTR_DIRTY | CFS_INODE_F_SIZE_DIRTY)) &
 			    CFS_INODE_F_ATTR_DIRTY)
 				txn_inode(&txn, CFS_LOG_INODE_UPDATE, inode);
 			cfs_txn_end(&txn);

@@ -402,6 +402,15 @@ int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t of
 void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
 		       uint64_t length_bytes);
 
+/*
+ * fdatasync: true when what the writes to inode changed and no commit has
+ * captured yet is at most its times (no size growth, no newly written
+ * sectors), so once the writes are on the store, a flush of the store and
+ * the records already in the log (cfs_journal_flush_async) make its data
+ * durable and retrievable, as fdatasync(2) asks. Takes the inode lock.
+ */
+bool cfs_ns_datasync_flush_only(struct cfs_inode *inode);
+
 /* The inode's statistics, allocated on first use (NULL on -ENOMEM or for
  * non-regular files). Stable until the inode is freed. */
 struct cfs_chunk_stats *cfs_ns_inode_stats(struct cfs_inode *inode);
