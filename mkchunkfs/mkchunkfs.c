@@ -56,6 +56,8 @@ static void print_help(void)
 	     "                   pool is then mounted as chunkfs STORE0,THIS,... DIR\n"
 	     "  --no-written-runs  without the written_runs feature: mountable by chunkfs\n"
 	     "                   before it, snapshots one record per written unit\n"
+	     "  --no-pieces      without the pieces feature: every file with data takes\n"
+	     "                   whole allocation units (mountable by chunkfs before it)\n"
 	     "  -K               do not discard a block device's or RBD image's data region\n"
 	     "  -q               quiet: no summary, no progress\n"
 	     "  -D               print the store the target holds (read-only) and exit\n"
@@ -286,6 +288,8 @@ static int format_store(const struct cfs_mkfs_opts *opts)
 		cfs_sb_set_label(&sb, opts->label); /* length checked by opts.c */
 	if (!opts->no_written_runs)
 		sb.incompat |= CFS_FEAT_INCOMPAT_WRITTEN_RUNS;
+	if (!opts->no_pieces)
+		sb.incompat |= CFS_FEAT_INCOMPAT_PIECES;
 
 	if (cfs_mkfs_signatures_find(&t, &found) < 0)
 		goto out_close;

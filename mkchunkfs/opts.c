@@ -24,7 +24,7 @@
 
 const char cfs_mkfs_usage_line[] =
 	"usage: mkchunkfs [-fnqKV] [-L label] [-U uuid] [-b block-size] [-a alloc-unit] "
-	"[-m metadata-size] [-s size] [--sparse] [--join STORE0] [--no-written-runs] "
+	"[-m metadata-size] [-s size] [--sparse] [--join STORE0] [--no-written-runs] [--no-pieces] "
 	"[--ceph-conf path] [--id user] [--cluster name] DEVICE-OR-IMAGE-OR-RBD";
 
 enum opt_kind {
@@ -52,6 +52,7 @@ enum {
 	KEY_SPARSE = 256,
 	KEY_JOIN,
 	KEY_NO_WRITTEN_RUNS,
+	KEY_NO_PIECES,
 	KEY_CEPH_CONF,
 	KEY_CEPH_ID,
 	KEY_CEPH_CLUSTER
@@ -68,6 +69,7 @@ static const struct opt_desc opt_table[] = {
 	{KEY_SPARSE, "sparse", OPT_FLAG, NULL, 0, 0, false, true},
 	{KEY_JOIN, "join", OPT_PATH, "store", 0, 0, false, true},
 	{KEY_NO_WRITTEN_RUNS, "no-written-runs", OPT_FLAG, NULL, 0, 0, false, true},
+	{KEY_NO_PIECES, "no-pieces", OPT_FLAG, NULL, 0, 0, false, true},
 	{'L', "label", OPT_LABEL, "label", 0, CFS_LABEL_BYTES - 1, false, true},
 	{'U', "uuid", OPT_UUID, "uuid", 0, 0, false, true},
 	{'b', "block-size", OPT_SIZE, "block size", CFS_BLOCK_SIZE_MIN, CFS_BLOCK_SIZE_MAX, true,
@@ -273,6 +275,9 @@ static void apply_flag(int key, struct cfs_mkfs_opts *opts)
 		break;
 	case KEY_NO_WRITTEN_RUNS:
 		opts->no_written_runs = true;
+		break;
+	case KEY_NO_PIECES:
+		opts->no_pieces = true;
 		break;
 	}
 }

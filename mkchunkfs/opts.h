@@ -46,6 +46,7 @@ struct cfs_mkfs_opts {
 	bool no_discard;	    /* -K: do not discard a block device */
 	bool sparse;		    /* --sparse: leave an image file's holes */
 	bool no_written_runs;	    /* --no-written-runs: a store older chunkfs mount */
+	bool no_pieces;		    /* --no-pieces: whole units for every file */
 	bool print_only;	    /* -D / --print: decode an existing store */
 	const char *join;	    /* --join STORE0: format as a data store of
 				     * STORE0's pool (fs/POOLS.md) */

@@ -151,7 +151,13 @@ struct ctx {
 	/* Held blocks (held.h). held_seq: OP_FLUSH, the change it carries;
 	 * the others, the changes they wait for (set by the first admit()). */
 	bool held_noted;
-	bool direct_counted; /* OP_WRITE: counted in inode->direct_writes */
+	bool direct_counted;	    /* OP_WRITE: counted in inode->direct_writes */
+	bool store_counted;	    /* OP_WRITE, OP_ZERO, OP_FLUSH: in inode->store_writes */
+	bool grow;		    /* OP_WRITE, OP_THEN: a piece must grow first */
+	bool grow_whole;	    /* ... into a whole unit (fallocate) */
+	bool grow_noted;	    /* counted in inode->piece_growers */
+	uint64_t grow_offset_bytes; /* the range the piece must hold */
+	uint64_t grow_length_bytes;
 	uint64_t held_seq;
 	/* OP_FLUSH: its block, [0]. OP_FILL: the write's held_n blocks, the
 	 * taken ones' cfs_held_block.taken, those read (bits), the read's
@@ -190,6 +196,10 @@ struct cfs_loop {
 	bool stopping;			    /* exiting: held blocks go to the store now */
 	struct cfs_held_block *held_timers; /* blocks this loop flushes when due */
 	uint64_t held_due_ns;		    /* the earliest due of them */
+
+	struct cfs_ioq *grow_q; /* a piece's copy when it grows (made on first use) */
+	uint8_t *grow_buf;
+	uint32_t grow_buf_bytes;
 };
 
 static __thread struct cfs_loop *tls_loop;
@@ -298,6 +308,10 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->behind_slot = -1;
 	c->held_noted = false;
 	c->direct_counted = false;
+	c->store_counted = false;
+	c->grow = false;
+	c->grow_whole = false;
+	c->grow_noted = false;
 	c->buf = NULL;
 	c->nparts = 0;
 	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
@@ -450,6 +464,11 @@ static void flush_arm(struct cfs_loop *l, struct ctx *c, struct cfs_inode *inode
 	uint32_t start, end;
 
 	c->held_seq = cfs_held_flush_begin(blk, c->buf, &start, &end);
+	if (!c->store_counted) {
+		/* Under the lock, as a piece's growth checks it. */
+		atomic_fetch_add_explicit(&inode->store_writes, 1, memory_order_seq_cst);
+		c->store_counted = true;
+	}
 	/* Only the sectors changed since the last flush: the written-state
 	 * stays exact (SEEK_HOLE), and a record a second is a sector write. */
 	start = (uint32_t)align_down(start, l->granule_bytes);
@@ -575,6 +594,125 @@ static bool held_admit(struct cfs_loop *l, struct ctx *c, uint64_t a, uint64_t b
 	return ok;
 }
 
+/* ---- a piece grows (fs/meta/namespace.h, cfs_ns_grow_pieces) -----------------
+ *
+ * A write that needs more of a unit than the file's piece holds first moves
+ * the piece's bytes to a bigger place. No device write of the file may be in
+ * flight meanwhile (its bytes would land in the old place after the copy):
+ * every device write of a file's data is counted in inode->store_writes from
+ * its admission to its end, a grower counts itself in inode->piece_growers
+ * and waits (parked) until no write is counted, and a write that finds a
+ * grower waits behind it (parked). Both sides increment first and look at
+ * the other's count after (sequentially consistent), so one of them always
+ * sees the other. A held block's flush is counted when it is armed, under the
+ * inode lock, and the copy checks the count again under that lock. The copy
+ * itself is synchronous, on the loop's own small queue: a file grows out of
+ * its piece a few times in its life (a power of two each time), not per
+ * request.
+ */
+static bool counts_as_store_write(const struct ctx *c)
+{
+	return c->inode && (c->op == OP_WRITE || c->op == OP_ZERO);
+}
+
+/* c's device writes are done (or were never queued). */
+static void store_write_end(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+
+	if (!c->store_counted)
+		return;
+	c->store_counted = false;
+	if (atomic_fetch_sub_explicit(&inode->store_writes, 1, memory_order_seq_cst) == 1 &&
+	    atomic_load_explicit(&inode->piece_growers, memory_order_seq_cst))
+		wake_parked(l, inode);
+}
+
+/* May c's device writes start as far as growing pieces are concerned? */
+static bool store_write_begin(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+
+	if (c->store_counted || !counts_as_store_write(c))
+		return true;
+	atomic_fetch_add_explicit(&inode->store_writes, 1, memory_order_seq_cst);
+	c->store_counted = true;
+	if (!atomic_load_explicit(&inode->piece_growers, memory_order_seq_cst))
+		return true;
+	store_write_end(l, c);
+	return false;
+}
+
+/* Under the inode lock (cfs_ns_grow_pieces): copy a piece's bytes. */
+static int grow_copy(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t bytes)
+{
+	struct ctx *c = arg;
+	struct cfs_loop *l = c->owner;
+	int ret = 0;
+
+	/* A held block's flush armed since the grower looked. */
+	if (atomic_load_explicit(&c->inode->store_writes, memory_order_seq_cst))
+		return -EBUSY;
+	if (!l->grow_q) {
+		struct cfs_ioq_config qcfg = {.depth = 2};
+		uint32_t n = bytes > CFS_IO_LENGTH_MAX ? CFS_IO_LENGTH_MAX : bytes;
+
+		if (n < CFS_HELD_BLOCK_BYTES)
+			n = CFS_HELD_BLOCK_BYTES;
+		l->grow_buf = aligned_alloc(4096, n);
+		if (!l->grow_buf)
+			return -ENOMEM;
+		l->grow_buf_bytes = n;
+		ret = cfs_ioq_create(l->d->io, &qcfg, &l->grow_q);
+		if (ret) {
+			free(l->grow_buf);
+			l->grow_buf = NULL;
+			return ret;
+		}
+	}
+	for (uint32_t done = 0; !ret && done < bytes;) {
+		uint32_t n = bytes - done < l->grow_buf_bytes ? bytes - done : l->grow_buf_bytes;
+		int r = cfs_ioq_sync(l->grow_q, CFS_IO_READ, from_bytes + done, n, l->grow_buf,
+				     NULL);
+
+		if (r >= 0)
+			r = cfs_ioq_sync(l->grow_q, CFS_IO_WRITE, to_bytes + done, n, l->grow_buf,
+					 NULL);
+		ret = r < 0 ? r : r != (int)n ? -EIO : 0;
+		done += n;
+	}
+	return ret;
+}
+
+/* The grower c: grow now if no device write of its file is in flight. False:
+ * park (and try again when the last one ends). */
+static bool grow_try(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+	int ret;
+
+	if (!c->grow_noted) {
+		atomic_fetch_add_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
+		c->grow_noted = true;
+	}
+	if (atomic_load_explicit(&inode->store_writes, memory_order_seq_cst))
+		return false;
+	ret = cfs_ns_grow_pieces(l->d->fs, inode, c->grow_offset_bytes, c->grow_length_bytes,
+				 c->grow_whole, grow_copy, c);
+	if (ret == -EBUSY)
+		return false;
+	/* A WRITE's other units (a grown piece is the first unit only). */
+	if (!ret && c->op == OP_WRITE)
+		ret = cfs_ns_map_for_write(l->d->fs, inode, c->offset_bytes, c->length_bytes);
+	if (ret)
+		atomic_store_explicit(&c->error, ret == -EXDEV ? -EIO : ret, memory_order_release);
+	c->grow = false;
+	c->grow_noted = false;
+	atomic_fetch_sub_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
+	wake_parked(l, inode);
+	return true;
+}
+
 /*
  * May c start now? A READ or WRITE when no write-behind of its file overlaps
  * it (a write-behind also needs a free slot, which it takes) and the held
@@ -592,6 +730,16 @@ static bool admit(struct cfs_loop *l, struct ctx *c, bool parked)
 	bool writes = c->op == OP_WRITE || c->op == OP_FILL;
 	bool ok = true;
 
+	if (c->grow) {
+		if (!grow_try(l, c))
+			return false;
+		if (atomic_load_explicit(&c->error, memory_order_acquire))
+			return true; /* it fails: nothing to wait for */
+	}
+	/* Counted while it waits below too: what it waits for never waits for
+	 * a grower. */
+	if (!store_write_begin(l, c))
+		return false;
 	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire) &&
 	    !atomic_load_explicit(writes ? &inode->held_blocks : &inode->held_pending,
 				  memory_order_acquire))
@@ -649,7 +797,12 @@ static void admit_or_park(struct cfs_loop *l, struct ctx *c,
 
 static void then_go(struct cfs_loop *l, struct ctx *c)
 {
-	c->then_fn(c->req, c->inode, c->then_args);
+	int err = atomic_load_explicit(&c->error, memory_order_acquire);
+
+	if (err)
+		cfs_reply_err(c->req, err); /* its piece could not grow */
+	else
+		c->then_fn(c->req, c->inode, c->then_args);
 	cfs_ns_io_end(l->d->fs, c->inode);
 	ctx_put(l, c);
 }
@@ -749,6 +902,29 @@ void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_the
 	admit_or_park(l, c, then_go);
 }
 
+void cfs_data_grow_then(fuse_req_t req, struct cfs_inode *inode, uint64_t offset_bytes,
+			uint64_t length_bytes, cfs_data_then_fn fn, const void *args,
+			size_t args_bytes)
+{
+	struct cfs_loop *l = tls_loop;
+	struct ctx *c;
+
+	CFS_ASSERT(args_bytes <= CFS_DATA_THEN_ARGS_MAX);
+	if (!l || !inode ||
+	    !cfs_ns_pieces_must_grow(l->d->fs, inode, offset_bytes, length_bytes, true)) {
+		cfs_data_after_writes(req, inode, fn, args, args_bytes);
+		return;
+	}
+	c = ctx_start(l, req, inode, OP_THEN);
+	c->then_fn = fn;
+	memcpy(c->then_args, args, args_bytes);
+	c->grow = true;
+	c->grow_whole = true;
+	c->grow_offset_bytes = offset_bytes;
+	c->grow_length_bytes = length_bytes;
+	admit_or_park(l, c, then_go);
+}
+
 /* ---- completion ------------------------------------------------------------- */
 
 static void zmap_set(struct ctx *c, uint64_t offset_bytes, uint64_t length_bytes)
@@ -816,6 +992,7 @@ static void held_flushed(struct cfs_loop *l, struct ctx *c, int err)
 		parts_go(l, c);
 		return;
 	}
+	store_write_end(l, c);
 	cfs_ns_io_end(l->d->fs, inode);
 	ctx_put(l, c);
 }
@@ -945,6 +1122,8 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		atomic_fetch_sub_explicit(&c->inode->direct_writes, 1, memory_order_seq_cst);
 		c->direct_counted = false;
 	}
+	if (c->op != OP_FLUSH)
+		store_write_end(l, c);
 	if (c->op == OP_FLUSH) {
 		held_flushed(l, c, err);
 		return;
@@ -1646,6 +1825,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 {
 	struct cfs_loop *l = tls_loop;
 	struct ctx *c;
+	bool grow;
 	int ret;
 
 	if (!inode->map)
@@ -1680,16 +1860,20 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	    !atomic_load_explicit(&inode->cache_stale, memory_order_relaxed))
 		atomic_store(&inode->cache_stale, true);
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
-	if (ret)
+	grow = ret == -EXDEV; /* its piece grows first (admit) */
+	if (ret && !grow)
 		goto out_refused; /* ENOSPC is the DBA's most likely error */
 	/* Small buffered writes of cached opens: into held blocks. */
-	if (l->absorb && l->d->write_behind &&
+	if (!grow && l->absorb && l->d->write_behind &&
 	    !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED)) &&
 	    held_absorb(l, req, inode, data, (uint32_t)size, offset))
 		return 0;
 	c = ctx_start(l, req, inode, OP_WRITE);
 	c->offset_bytes = offset;
 	c->length_bytes = (uint32_t)size;
+	c->grow = grow;
+	c->grow_offset_bytes = offset;
+	c->grow_length_bytes = size;
 	c->drop_cache = file_flags & (CFS_FILE_DROP_CACHE_AFTER | CFS_FILE_DROP_CACHE_IF_MAPPED);
 	if (l->ram && ram_write(l, c, data))
 		return 0;
@@ -1708,13 +1892,14 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		atomic_fetch_add_explicit(&inode->direct_writes, 1, memory_order_seq_cst);
 		c->direct_counted = true;
 	}
-	if (!c->behind && !atomic_load_explicit(&inode->behind_writes, memory_order_acquire) &&
+	if (!c->behind && !grow &&
+	    !atomic_load_explicit(&inode->behind_writes, memory_order_acquire) &&
 	    !atomic_load_explicit(&inode->held_blocks, memory_order_acquire)) {
 		size_t rb_bytes = 0;
 		void *rb = reply_buf(&rb_bytes);
 
 		if (rb && data == rb && offset % l->granule_bytes == 0 &&
-		    size % l->granule_bytes == 0) {
+		    size % l->granule_bytes == 0 && store_write_begin(l, c)) {
 			/* FUSE over io_uring: the payload sits page aligned in
 			 * the ring entry, which is this request's until the
 			 * reply: write it to the device from there, no copy. */
@@ -1976,6 +2161,9 @@ static void loop_destroy(struct cfs_loop *l)
 		return;
 	if (l->q)
 		cfs_ioq_destroy(l->q);
+	if (l->grow_q)
+		cfs_ioq_destroy(l->grow_q);
+	free(l->grow_buf);
 	if (l->remote_fd >= 0)
 		close(l->remote_fd);
 	free(l->fbuf.mem);

@@ -133,6 +133,16 @@ typedef void (*cfs_data_then_fn)(fuse_req_t req, struct cfs_inode *inode, const 
 void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
 			   const void *args, size_t args_bytes);
 /*
+ * cfs_data_after_writes() for fallocate: first every piece of inode that
+ * [offset_bytes, +length_bytes) touches becomes a whole unit (the file's
+ * writes are stopped meanwhile: data.c, "a piece grows"), so a chunk
+ * fallocated over its first unit gets it whole. If that fails, the request
+ * gets the error and fn does not run.
+ */
+void cfs_data_grow_then(fuse_req_t req, struct cfs_inode *inode, uint64_t offset_bytes,
+			uint64_t length_bytes, cfs_data_then_fn fn, const void *args,
+			size_t args_bytes);
+/*
  * Held blocks (data.c, "held blocks"; fs/fuse/held.h). Drop inode's: before a
  * truncate cuts or a punch changes its bytes (after cfs_data_after_writes, so
  * what they held is on the store) and for O_TRUNC (what they held is cut

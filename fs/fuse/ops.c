@@ -852,7 +852,12 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	if (fi && fi->fh &&
 	    !suidgid_cleared_first(req, fuse_req_ctx(req)->uid != 0, ino, fh_inode(fi)))
 		return;
-	cfs_data_after_writes(req, fi && fi->fh ? fh_inode(fi) : NULL, fallocate_go, &a, sizeof(a));
+	if (!(mode & FALLOC_FL_PUNCH_HOLE) && fi && fi->fh)
+		cfs_data_grow_then(req, fh_inode(fi), a.offset_bytes, a.length_bytes, fallocate_go,
+				   &a, sizeof(a));
+	else
+		cfs_data_after_writes(req, fi && fi->fh ? fh_inode(fi) : NULL, fallocate_go, &a,
+				      sizeof(a));
 }
 
 struct lseek_args {

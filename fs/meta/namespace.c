@@ -1653,12 +1653,35 @@ static uint64_t alloc_hint(struct cfs_inode *inode, uint64_t fu)
 	return inode->alloc_hint ? inode->alloc_hint : CFS_ALLOC_NO_HINT;
 }
 
+/* [inode lock] Map file unit 0, a hole, to a piece of piece_bytes. */
+static int map_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint32_t piece_bytes,
+		     struct cfs_txn *txn)
+{
+	struct cfs_extent_loc loc = {0, 0, piece_bytes};
+	int ret = cfs_pool_get_piece(fs->pool, cfs_ns_store_for_units(fs, inode, 0), piece_bytes,
+				     &loc.store_unit, &loc.piece_offset_bytes);
+
+	if (ret)
+		return ret;
+	ret = cfs_extent_map_piece(inode->map, 0, &loc);
+	if (ret) {
+		cfs_pool_free_piece(fs->pool, loc.store_unit, loc.piece_offset_bytes, piece_bytes,
+				    0); /* never logged */
+		return ret;
+	}
+	cfs_txn_piece(txn, &(struct cfs_jrec_piece){inode->ino, 0, loc.store_unit,
+						    loc.piece_offset_bytes, piece_bytes});
+	return 0;
+}
+
 /*
- * [inode lock] Map every hole among file units [first, end). Logs one
- * transaction. Returns 0, -EAGAIN (space is busy: the caller drops the lock,
- * forces a commit and calls again), -ENOSPC, -EFBIG, -ENOMEM.
+ * [inode lock] Map every hole among file units [first, end); file unit 0 to
+ * a piece of piece_bytes (0: a whole unit) if the file maps nothing else.
+ * Logs one transaction. Returns 0, -EAGAIN (space is busy: the caller drops
+ * the lock, forces a commit and calls again), -ENOSPC, -EFBIG, -ENOMEM.
  */
-static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end)
+static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end,
+		     uint32_t piece_bytes)
 {
 	struct cfs_txn txn;
 	uint64_t fu = first;
@@ -1669,6 +1692,14 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 	if (!meta_room(fs))
 		return -ENOSPC;
 	cfs_txn_begin(&txn, fs->journal);
+	if (piece_bytes && first == 0 && cfs_extent_mapped_units(inode->map) == 0) {
+		ret = map_piece(fs, inode, piece_bytes, &txn);
+		if (ret) {
+			cfs_txn_end(&txn);
+			return ret;
+		}
+		fu = 1;
+	}
 	while (fu < end) {
 		uint64_t got_first, got;
 		struct cfs_jrec_extent rec;
@@ -1698,8 +1729,10 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 }
 
 /* Map [first, end) of an inode whose pointer the caller pins, forcing
- * commits while space is busy. Takes and drops the inode lock. */
-static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end)
+ * commits while space is busy (piece_bytes: map_holes). Takes and drops the
+ * inode lock. */
+static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end,
+		     uint32_t piece_bytes)
 {
 	int ret = -EAGAIN;
 
@@ -1711,7 +1744,8 @@ static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 				return ret == -EIO ? -EROFS : ret;
 		}
 		pthread_mutex_lock(&inode->lock);
-		ret = cfs_fs_is_readonly(fs) ? -EROFS : map_holes(fs, inode, first, end);
+		ret = cfs_fs_is_readonly(fs) ? -EROFS
+					     : map_holes(fs, inode, first, end, piece_bytes);
 		pthread_mutex_unlock(&inode->lock);
 	}
 	return ret == -EAGAIN ? -ENOSPC : ret;
@@ -1761,7 +1795,7 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 		uint64_t last = (end + g->unit_bytes - 1) >> g->unit_shift;
 		struct cfs_txn txn;
 
-		ret = map_range(fs, inode, first, last);
+		ret = map_range(fs, inode, first, last, 0); /* never a piece */
 		if (ret)
 			goto out_put;
 		pthread_mutex_lock(&inode->lock);
@@ -1929,6 +1963,8 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode)
 	inode_put(inode);
 }
 
+static uint32_t write_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t end_bytes);
+
 int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
 			 uint64_t length_bytes)
 {
@@ -1952,11 +1988,188 @@ int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t of
 				  last - first ||
 			  !mapped;
 	}
+	if (cfs_extent_piece_count(inode->map) &&
+	    cfs_ns_pieces_must_grow(fs, inode, offset_bytes, length_bytes, false))
+		return -EXDEV;
 	if (!missing)
 		return 0;
 	if (cfs_fs_is_readonly(fs))
 		return -EROFS;
-	return map_range(fs, inode, first, last);
+	return map_range(fs, inode, first, last,
+			 first == 0 && last == 1 ? write_piece(fs, inode, end_bytes) : 0);
+}
+
+/* The piece a file's first write ending at end_bytes gets: small enough for
+ * the write and the file's size (a file truncated up first is not written in
+ * one small piece after another), 0 for a whole unit. */
+static uint32_t write_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t end_bytes)
+{
+	uint64_t size = atomic_load(&inode->size_bytes);
+
+	return cfs_pool_piece_size(fs->pool, size > end_bytes ? size : end_bytes);
+}
+
+/* [lock-free] The bytes of file unit fu that a range ending at end_bytes
+ * needs: from the unit's start to the range's end in it. */
+static uint64_t unit_need(const struct cfs_extent_geom *g, uint64_t fu, uint64_t end_bytes)
+{
+	uint64_t start = fu << g->unit_shift;
+
+	return (end_bytes < start + g->unit_bytes ? end_bytes : start + g->unit_bytes) - start;
+}
+
+bool cfs_ns_pieces_must_grow(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			     uint64_t length_bytes, bool whole)
+{
+	const struct cfs_extent_geom *g = &fs->geom;
+	uint64_t end_bytes = offset_bytes + length_bytes;
+
+	if (!inode->map || length_bytes == 0 || !cfs_extent_piece_count(inode->map))
+		return false;
+	for (uint64_t fu = offset_bytes >> g->unit_shift; fu << g->unit_shift < end_bytes; fu++) {
+		struct cfs_extent_loc loc;
+
+		if (cfs_extent_unit_loc(inode->map, fu, &loc) || !loc.piece_bytes)
+			continue;
+		if (whole || unit_need(g, fu, end_bytes) > loc.piece_bytes)
+			return true;
+	}
+	return false;
+}
+
+struct grow_log {
+	struct cfs_txn *txn;
+	uint64_t ino;
+	uint8_t *bits;
+};
+
+/* The new place's view after a relocate: log its mapping, then exactly the
+ * written-state it kept (replay must not take the old sectors' state from
+ * an earlier record of the same store unit). */
+static int grow_logged(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct grow_log *c = arg;
+	struct cfs_jrec_written rec = {c->ino, v->file_unit,	v->store_unit, CFS_EXTENT_WS_OP_SET,
+				       0,      v->sector_count, NULL};
+
+	if (v->piece_bytes) {
+		cfs_txn_piece(c->txn,
+			      &(struct cfs_jrec_piece){c->ino, v->file_unit, v->store_unit,
+						       v->piece_offset_bytes, v->piece_bytes});
+	} else {
+		struct cfs_jrec_extent map = {c->ino, v->file_unit, v->store_unit, 1};
+
+		cfs_txn_extent(c->txn, CFS_LOG_EXTENT_MAP, &map);
+	}
+	if (v->state == CFS_EXTENT_WS_NONE)
+		return 0;
+	if (v->state == CFS_EXTENT_WS_BITMAP) {
+		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
+		rec.bits = c->bits;
+	}
+	cfs_txn_written(c->txn, &rec);
+	return 0;
+}
+
+/* Device offset of a place. */
+static uint64_t loc_device(const struct cfs_extent_geom *g, const struct cfs_extent_loc *loc)
+{
+	return g->data_offset_bytes + (loc->store_unit << g->unit_shift) + loc->piece_offset_bytes;
+}
+
+/* [inode lock] Grow file unit fu's piece *from to hold need bytes (a whole
+ * unit with whole). 0, -EAGAIN (space busy), or an error; see
+ * cfs_ns_grow_pieces. */
+static int grow_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu,
+		      const struct cfs_extent_loc *from, uint64_t need, bool whole,
+		      cfs_ns_copy_fn copy, void *arg)
+{
+	const struct cfs_extent_geom *g = &fs->geom;
+	uint32_t store = cfs_ns_store_for_units(fs, inode, fu);
+	uint64_t size = atomic_load(&inode->size_bytes), start = fu << g->unit_shift;
+	struct cfs_extent_loc to = {0, 0, 0};
+	struct free_ctx fc = {.fs = fs, .inode = inode};
+	struct grow_log gl = {NULL, inode->ino, NULL};
+	struct cfs_txn txn;
+	uint64_t got, seq;
+	int ret;
+
+	/* The file's size in this unit counts too: it says what is coming. */
+	if (size > start + need)
+		need = size - start < g->unit_bytes ? size - start : g->unit_bytes;
+	to.piece_bytes = whole ? 0 : cfs_pool_piece_size(fs->pool, need);
+	if (!meta_room(fs))
+		return -ENOSPC;
+	gl.bits = malloc(g->sectors_per_unit / 8 + 1);
+	if (!gl.bits)
+		return -ENOMEM;
+	if (to.piece_bytes)
+		ret = cfs_pool_get_piece(fs->pool, store, to.piece_bytes, &to.store_unit,
+					 &to.piece_offset_bytes);
+	else
+		ret = cfs_pool_get(fs->pool, store, alloc_hint(inode, fu), 1, &to.store_unit, &got);
+	if (ret)
+		goto out;
+	ret = copy(arg, loc_device(g, from), loc_device(g, &to), from->piece_bytes);
+	if (!ret) {
+		cfs_txn_begin(&txn, fs->journal);
+		gl.txn = &txn;
+		ret = cfs_extent_relocate(inode->map, fu, from, &to, grow_logged, &gl);
+		fc.txn = NULL;
+		if (!ret)
+			free_ctx_unmapped(&fc, fu, from->store_unit, 1, from->piece_offset_bytes,
+					  from->piece_bytes);
+		seq = cfs_txn_end(&txn);
+		if (!ret) {
+			free_ctx_release(&fc, seq);
+			if (!to.piece_bytes)
+				inode->alloc_hint = to.store_unit + 1;
+			goto out;
+		}
+	}
+	/* Never logged: free at once. */
+	if (to.piece_bytes)
+		cfs_pool_free_piece(fs->pool, to.store_unit, to.piece_offset_bytes, to.piece_bytes,
+				    0);
+	else
+		cfs_pool_free(fs->pool, to.store_unit, 1, 0);
+out:
+	free(gl.bits);
+	return ret;
+}
+
+int cfs_ns_grow_pieces(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+		       uint64_t length_bytes, bool whole, cfs_ns_copy_fn copy, void *arg)
+{
+	const struct cfs_extent_geom *g = &fs->geom;
+	uint64_t end_bytes = offset_bytes + length_bytes;
+	int ret = -EAGAIN;
+
+	if (length_bytes == 0)
+		return 0;
+	if (end_bytes < offset_bytes || end_bytes > FILE_SIZE_MAX)
+		return -EFBIG;
+	for (unsigned attempt = 0; attempt < MAP_RETRIES && ret == -EAGAIN; attempt++) {
+		if (attempt) {
+			ret = cfs_journal_commit_sync(fs);
+			if (ret)
+				return ret == -EIO ? -EROFS : ret;
+		}
+		pthread_mutex_lock(&inode->lock);
+		ret = cfs_fs_is_readonly(fs) ? -EROFS : 0;
+		for (uint64_t fu = offset_bytes >> g->unit_shift;
+		     !ret && fu << g->unit_shift < end_bytes; fu++) {
+			struct cfs_extent_loc loc;
+			uint64_t need = unit_need(g, fu, end_bytes);
+
+			if (cfs_extent_unit_loc(inode->map, fu, &loc) || !loc.piece_bytes ||
+			    (!whole && need <= loc.piece_bytes))
+				continue;
+			ret = grow_piece(fs, inode, fu, &loc, need, whole, copy, arg);
+		}
+		pthread_mutex_unlock(&inode->lock);
+	}
+	return ret == -EAGAIN ? -ENOSPC : ret;
 }
 
 void cfs_ns_write_done(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,

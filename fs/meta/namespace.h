@@ -139,6 +139,11 @@ struct cfs_inode {
 						  * yet on the store */
 	_Atomic uint32_t direct_writes;		 /* [atomic] writes answered from the
 						  * store (not write-behind) in flight */
+	_Atomic uint32_t store_writes;		 /* [atomic] device writes of the file's
+						  * data admitted and not done (fs/fuse/
+						  * data.c): a piece grows only at 0 */
+	_Atomic uint32_t piece_growers;		 /* [atomic] requests waiting to grow a
+						  * piece: new device writes wait too */
 	_Atomic(struct cfs_chunk_stats *) stats; /* [atomic] per-chunk statistics:
 						  * allocated on first use
 						  * (cfs_ns_inode_stats), freed with
@@ -387,10 +392,45 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode);
  * possible; new sectors unwritten) and logging the mappings. Takes the inode
  * lock only when something is missing. When space is busy (freed, commit
  * pending) it forces a commit and retries without holding locks. Errors:
- * -ENOSPC (the units mapped so far stay mapped), -EFBIG, -EROFS, -ENOMEM.
+ * -ENOSPC (the units mapped so far stay mapped), -EFBIG, -EROFS, -ENOMEM,
+ * -EXDEV (a piece must grow first: below).
  */
 int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
 			 uint64_t length_bytes);
+
+/*
+ * Pieces (fs/meta/piece.h): cfs_ns_map_for_write gives the first unit of a
+ * file smaller than half a unit a piece instead of a whole unit, and returns
+ * -EXDEV when [offset_bytes, +length_bytes) needs more of a unit than its
+ * piece holds: the piece must grow first (cfs_ns_grow_pieces), which moves
+ * its bytes, so the data path first waits until no write of the file is in
+ * flight (fs/fuse/data.c). [lock-free] True if the range needs that; with
+ * whole (fallocate), any piece in the range must become a whole unit.
+ */
+bool cfs_ns_pieces_must_grow(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			     uint64_t length_bytes, bool whole);
+
+/* Copy `bytes` from device offset from_bytes to to_bytes, synchronously
+ * (the data path's: the namespace does no data I/O). 0 or -errno; -EBUSY
+ * when a write of the file is in flight after all (nothing is changed). */
+typedef int (*cfs_ns_copy_fn)(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t bytes);
+
+/*
+ * Grow every piece of inode that [offset_bytes, +length_bytes) needs more
+ * of (as cfs_ns_pieces_must_grow says): a new place (the next power of two
+ * that holds the range and the file's size, or a whole unit past half a
+ * unit, or always with whole) is allocated, copy moves the piece's bytes
+ * there, and one transaction switches the mapping (EXTENT_MAP or
+ * EXTENT_MAP_PIECE, then the written-state of the sectors it had); the old
+ * piece is freed once that is durable and no I/O reference is left. A crash
+ * before the commit keeps the old piece with its bytes. The caller holds an
+ * I/O reference and guarantees no device write of the file starts meanwhile
+ * (copy checks that none is in flight, under the inode lock). Takes the
+ * inode lock; forces commits while space is busy. 0, -EBUSY (from copy),
+ * -ENOSPC, -EROFS, -ENOMEM, -EIO.
+ */
+int cfs_ns_grow_pieces(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+		       uint64_t length_bytes, bool whole, cfs_ns_copy_fn copy, void *arg);
 
 /*
  * A write of [offset_bytes, +length_bytes) completed (after

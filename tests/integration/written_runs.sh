@@ -57,7 +57,7 @@ check() { # image sum what
 # ---- a new store: written runs --------------------------------------------------------
 new=$CFS_WORK/new.img
 cfs_mkfs "$new" 4G
-[ "$(incompat "$new")" = 0x2 ] || cfs_fail "a new store lacks written_runs: $(incompat "$new")"
+[ "$(incompat "$new")" = 0x6 ] || cfs_fail "a new store lacks written_runs or pieces: $(incompat "$new")"
 sum=$(fill "$new")
 bytes=$(snap_bytes "$new")
 cfs_log "snapshot with written runs: $bytes bytes"
@@ -66,7 +66,7 @@ check "$new" "$sum" "written runs"
 
 # ---- an old-format store: one record per unit -----------------------------------------
 old=$CFS_WORK/old.img
-cfs_mkfs "$old" 4G --no-written-runs
+cfs_mkfs "$old" 4G --no-written-runs --no-pieces
 [ "$(incompat "$old")" = 0x0 ] || cfs_fail "--no-written-runs set a feature: $(incompat "$old")"
 sum=$(fill "$old")
 bytes=$(snap_bytes "$old")

@@ -28,13 +28,13 @@
 #include "fs/meta/pool.h"
 #include "tests/unit/unit.h"
 
-#define UNIT		(64u * 1024)
-#define STORE_BYTES	(64ull << 20)
+#define UNIT (64u * 1024)
+#define STORE_BYTES (64ull << 20)
 
 static struct cfs_io *io;
 static struct cfs_fs *fs;
 static struct cfs_fs_options opts = {
-	.commit_interval_ms = 3600 * 1000,	/* commits only when a test asks */
+	.commit_interval_ms = 3600 * 1000, /* commits only when a test asks */
 };
 
 /* ---- a store: what mkchunkfs writes, in memory ------------------------------- */
@@ -97,7 +97,9 @@ static struct cfs_sb format_store(uint64_t meta_bytes, uint64_t flags)
 static void open_target(const char *fault_spec)
 {
 	struct cfs_io_config cfg = {
-		.backend = "ram", .size_bytes = STORE_BYTES, .align_bytes = 512,
+		.backend = "ram",
+		.size_bytes = STORE_BYTES,
+		.align_bytes = 512,
 		.fault_spec = fault_spec,
 	};
 
@@ -183,7 +185,8 @@ static void write_sim(struct cfs_inode *in, uint64_t offset, uint64_t length)
 		cr_assert_eq(cfs_extent_lookup(in->map, pos, offset + length - pos, &run), 0);
 		cr_assert(run.mapped);
 		cr_assert_eq(cfs_extent_mark_written(in->map, pos, run.length_bytes,
-						     run.device_offset_bytes), 0);
+						     run.device_offset_bytes),
+			     0);
 		pos += run.length_bytes;
 	}
 	cfs_ns_write_done(fs, in, offset, length);
@@ -198,7 +201,7 @@ static void build_tree(void)
 	uint64_t g = mk(t, "tmpdbs", S_IFREG | 0660);
 	struct cfs_inode *in;
 	struct cfs_attr a;
-	struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+	struct cfs_setattr s = {.valid = CFS_SET_SIZE};
 	char big[40000];
 
 	cr_assert_eq(cfs_ns_symlink(fs, CFS_ROOT_INO, "rootdbs", "/srv/chunks/rootdbs", 0, 0, &a),
@@ -411,7 +414,7 @@ Test(journal, snapshots_cycle_through_both_halves, .init = setup_small_meta, .fi
 	uint64_t d = mk(CFS_ROOT_INO, "d", S_IFDIR | 0755);
 	char name[32], *before;
 	uint64_t start_snaps;
-	unsigned half_seen[2] = { 0, 0 };
+	unsigned half_seen[2] = {0, 0};
 
 	cfs_journal_stat(fs->journal, &st);
 	start_snaps = st.snapshots;
@@ -448,7 +451,7 @@ Test(journal, busy_units_until_durable, .init = setup, .fini = teardown)
 {
 	uint64_t f = mk(CFS_ROOT_INO, "f", S_IFREG | 0600);
 	struct cfs_inode *in;
-	struct cfs_setattr s = { .valid = CFS_SET_SIZE, .size_bytes = 0 };
+	struct cfs_setattr s = {.valid = CFS_SET_SIZE, .size_bytes = 0};
 	struct cfs_attr a;
 	int64_t su;
 
@@ -625,10 +628,10 @@ Test(journal, many_records_one_commit_and_big_tail, .init = setup_big_meta, .fin
 /* ---- snapshots while other threads mutate, then a crash ------------------------ */
 
 struct worker {
-	uint64_t	dir;
-	int		id;
-	int		rounds;
-	atomic_int	*running;
+	uint64_t dir;
+	int id;
+	int rounds;
+	atomic_int *running;
 };
 
 static void *worker_thread(void *p)
@@ -640,7 +643,7 @@ static void *worker_thread(void *p)
 		char name[32], to[32];
 		struct cfs_inode *in;
 		struct cfs_attr a;
-		struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+		struct cfs_setattr s = {.valid = CFS_SET_SIZE};
 		struct cfs_ns_zero zero;
 		uint64_t units = 1 + rand_r(&seed) % 2;
 
@@ -655,20 +658,23 @@ static void *worker_thread(void *p)
 				cfs_ns_io_end(fs, zero.inode);
 		}
 		if (r % 4 == 1) {
-			cr_assert_eq(cfs_ns_fallocate(fs, a.ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						      1000, UNIT + 3000, &zero), 0);
+			cr_assert_eq(cfs_ns_fallocate(fs, a.ino,
+						      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						      1000, UNIT + 3000, &zero),
+				     0);
 			if (zero.count)
 				cfs_ns_io_end(fs, zero.inode);
 		}
 		if (r % 5 == 2)
-			cr_assert_eq(cfs_ns_setxattr(fs, a.ino, "user.r", name, strlen(name), 0), 0);
+			cr_assert_eq(cfs_ns_setxattr(fs, a.ino, "user.r", name, strlen(name), 0),
+				     0);
 		{
 			/* Log volume, so the small region compacts often. */
 			char blob[6000];
 
 			memset(blob, r & 0xff, sizeof(blob));
-			cr_assert_eq(cfs_ns_setxattr(fs, w->dir, "user.blob", blob, sizeof(blob), 0),
-				     0);
+			cr_assert_eq(
+				cfs_ns_setxattr(fs, w->dir, "user.blob", blob, sizeof(blob), 0), 0);
 		}
 		cfs_ns_release(fs, in);
 		cfs_ns_forget(fs, a.ino, 1);
@@ -692,7 +698,7 @@ static void *worker_thread(void *p)
 static void setup_stress(void)
 {
 	open_target(NULL);
-	format_store(CFS_META_MIN_BYTES, 0);	/* small: many snapshots */
+	format_store(CFS_META_MIN_BYTES, 0); /* small: many snapshots */
 	mount_fs();
 }
 
@@ -711,12 +717,12 @@ Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stre
 		char name[16];
 
 		snprintf(name, sizeof(name), "d%d", i);
-		w[i] = (struct worker){ mk(CFS_ROOT_INO, name, S_IFDIR | 0755), i, 100, &running };
+		w[i] = (struct worker){mk(CFS_ROOT_INO, name, S_IFDIR | 0755), i, 100, &running};
 		pthread_create(&t[i], NULL, worker_thread, &w[i]);
 	}
 	/* Commits (and the snapshots they trigger) race the workers. */
 	while (atomic_load(&running) > 0) {
-		struct timespec ts = { 0, 200000 };
+		struct timespec ts = {0, 200000};
 
 		cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 		nanosleep(&ts, NULL);
@@ -739,7 +745,7 @@ Test(journal, snapshots_under_concurrent_mutation_then_crash, .init = setup_stre
 Test(journal, image_file_on_uring, .fini = NULL, .timeout = 120)
 {
 	char path[] = "/var/tmp/chunkfs-test-journal.XXXXXX";
-	struct cfs_io_config cfg = { .backend = "uring", .dio = CFS_DIO_OPTIONAL };
+	struct cfs_io_config cfg = {.backend = "uring", .dio = CFS_DIO_OPTIONAL};
 	char *before;
 	int fd = mkstemp(path);
 	int ret;
@@ -819,7 +825,7 @@ static void commit_ignored(int res, void *arg)
 
 Test(journal, power_loss_mid_commit_fuzz, .init = setup_fault, .fini = teardown, .timeout = 300)
 {
-	enum { ROUNDS = 20, PER_ROUND = 40 };	/* 800 units: the store holds ~950 */
+	enum { ROUNDS = 20, PER_ROUND = 40 }; /* 800 units: the store holds ~950 */
 	static bool acked[ROUNDS * PER_ROUND];
 	unsigned seed = 11;
 	char name[32];
@@ -850,7 +856,7 @@ Test(journal, power_loss_mid_commit_fuzz, .init = setup_fault, .fini = teardown,
 		/* The rest is being committed when the power goes. */
 		cr_assert_eq(cfs_journal_commit_async(fs, commit_ignored, NULL), 0);
 		{
-			struct timespec ts = { 0, (long)(rand_r(&seed) % 300) * 1000 };
+			struct timespec ts = {0, (long)(rand_r(&seed) % 300) * 1000};
 
 			nanosleep(&ts, NULL);
 		}
@@ -874,7 +880,8 @@ Test(journal, power_loss_mid_commit_fuzz, .init = setup_fault, .fini = teardown,
 				snprintf(name, sizeof(name), "f%d", k);
 				ret = cfs_ns_lookup(fs, d.ino, name, &a);
 				if (acked[r * PER_ROUND + k]) {
-					cr_assert_eq(ret, 0, "round %d lost acknowledged %s", r, name);
+					cr_assert_eq(ret, 0, "round %d lost acknowledged %s", r,
+						     name);
 					cr_assert_geq(a.size_bytes, 4096);
 					cr_assert_eq(a.blocks_512, UNIT / 512);
 				}
@@ -935,9 +942,9 @@ static struct snap_count close_and_count(void)
 	len = (uint32_t)((sb.meta_snap_length_bytes + 4095) & ~4095ull);
 	buf = malloc(len);
 	io_read(cfs_sb_half_offset_bytes(&sb, sb.meta_active_half), buf, len);
-	cr_assert_eq(cfs_snap_decode(buf, sb.meta_snap_length_bytes, cfs_log_seed(sb.uuid), &snap,
-				     &why),
-		     0, "%s", why);
+	cr_assert_eq(
+		cfs_snap_decode(buf, sb.meta_snap_length_bytes, cfs_log_seed(sb.uuid), &snap, &why),
+		0, "%s", why);
 	cfs_log_walk(snap.body, snap.body_length_bytes, 0, cfs_log_seed(sb.uuid), count_snap_record,
 		     &c, &res);
 	free(buf);
@@ -1195,4 +1202,174 @@ Test(journal, overlapping_pieces_refuse_the_mount, .init = setup_pieces, .fini =
 	cr_assert(strstr(err, "mapped by two files"), "%s", err);
 	format_store(0, 0);
 	mount_fs();
+}
+
+/* ---- the namespace's use of pieces: small files' first writes, growth ----------- */
+
+static int copy_result;
+
+/* cfs_ns_copy_fn as the data path's: move the bytes on the store. */
+static int copy_on_store(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t bytes)
+{
+	uint8_t *buf = malloc(bytes);
+
+	(void)arg;
+	if (copy_result) {
+		free(buf);
+		return copy_result;
+	}
+	io_read(from_bytes, buf, bytes);
+	io_write(to_bytes, buf, bytes);
+	free(buf);
+	return 0;
+}
+
+/* Write `length` bytes of `seed` at offset through the map, as the data
+ * path does after cfs_ns_map_for_write, and mark them written. */
+static void write_bytes(struct cfs_inode *in, uint64_t offset, uint32_t length, uint8_t seed)
+{
+	uint8_t *buf = malloc(length);
+	uint64_t pos = offset;
+
+	for (uint32_t i = 0; i < length; i++)
+		buf[i] = (uint8_t)(seed + i * 7);
+	cfs_ns_io_begin(in);
+	while (pos < offset + length) {
+		struct cfs_extent_run run;
+
+		cr_assert_eq(cfs_extent_lookup(in->map, pos, offset + length - pos, &run), 0);
+		cr_assert(run.mapped, "offset %llu unmapped", (unsigned long long)pos);
+		io_write(run.device_offset_bytes, buf + (pos - offset), (uint32_t)run.length_bytes);
+		cr_assert_eq(cfs_extent_mark_written(in->map, pos, run.length_bytes,
+						     run.device_offset_bytes),
+			     0);
+		pos += run.length_bytes;
+	}
+	cfs_ns_write_done(fs, in, offset, length);
+	cfs_ns_io_end(fs, in);
+	free(buf);
+}
+
+/* The bytes at offset read back through the map are seed's. */
+static void check_bytes(struct cfs_inode *in, uint64_t offset, uint32_t length, uint8_t seed)
+{
+	uint8_t *buf = malloc(length);
+	uint64_t pos = offset;
+
+	while (pos < offset + length) {
+		struct cfs_extent_run run;
+
+		cr_assert_eq(cfs_extent_lookup(in->map, pos, offset + length - pos, &run), 0);
+		cr_assert(run.mapped);
+		io_read(run.device_offset_bytes, buf + (pos - offset), (uint32_t)run.length_bytes);
+		pos += run.length_bytes;
+	}
+	for (uint32_t i = 0; i < length; i++)
+		cr_assert_eq(buf[i], (uint8_t)(seed + i * 7), "byte %u", i);
+	free(buf);
+}
+
+static uint64_t piece_busy_bytes(void)
+{
+	struct cfs_pieces_stat st;
+
+	cfs_pool_piece_stat(fs->pool, &st);
+	return st.busy_bytes;
+}
+
+static struct cfs_extent_loc loc0(struct cfs_inode *in)
+{
+	struct cfs_extent_loc loc;
+
+	cr_assert_eq(cfs_extent_unit_loc(in->map, 0, &loc), 0);
+	return loc;
+}
+
+Test(journal, small_files_get_pieces_that_grow_by_copy, .init = setup_pieces,
+     .fini = teardown_no_runs)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "small", S_IFREG | 0600);
+	uint64_t g = mk(CFS_ROOT_INO, "chunk", S_IFREG | 0600);
+	struct cfs_extent_loc first, second, third;
+	struct cfs_inode *in;
+	struct cfs_attr a;
+	char *before;
+
+	/* A first write of 4608 bytes: an 8 KiB piece. */
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 0, 4608), 0);
+	first = loc0(in);
+	cr_assert_eq(first.piece_bytes, 8192);
+	write_bytes(in, 0, 4608, 1);
+	cr_assert_eq(cfs_ns_getattr(fs, f, &a), 0);
+	cr_assert_eq(a.blocks_512, 8192 / 512);
+	/* Inside the piece: nothing to do. Past it: the piece must grow. */
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 6000, 2192), 0);
+	cr_assert_not(cfs_ns_pieces_must_grow(fs, in, 0, 8192, false));
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 8192, 4096), -EXDEV);
+	cr_assert(cfs_ns_pieces_must_grow(fs, in, 8192, 4096, false));
+	cr_assert(cfs_ns_pieces_must_grow(fs, in, 0, 1, true));
+
+	/* A copy that finds writes in flight changes nothing. */
+	copy_result = -EBUSY;
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 8192, 4096, false, copy_on_store, NULL), -EBUSY);
+	copy_result = 0;
+	cr_assert_eq(loc0(in).store_unit, first.store_unit);
+	cr_assert_eq(loc0(in).piece_offset_bytes, first.piece_offset_bytes);
+	cr_assert_eq(piece_bytes_used(), 8192);
+
+	/* Grown to 16 KiB: the bytes moved, the written sectors kept. */
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 8192, 4096, false, copy_on_store, NULL), 0);
+	second = loc0(in);
+	cr_assert_eq(second.piece_bytes, 16384);
+	cr_assert(second.store_unit != first.store_unit ||
+		  second.piece_offset_bytes != first.piece_offset_bytes);
+	check_bytes(in, 0, 4608, 1);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 8192, 4096), 0);
+	write_bytes(in, 8192, 4096, 2);
+	cr_assert_eq(cfs_ns_getattr(fs, f, &a), 0);
+	cr_assert_eq(a.blocks_512, 16384 / 512);
+	/* The old piece is busy until the switch is durable. */
+	cr_assert_eq(piece_bytes_used(), 16384);
+	cr_assert_eq(piece_busy_bytes(), 8192);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(piece_busy_bytes(), 0);
+
+	/* From the log: the new place with its written sectors. */
+	cfs_ns_release(fs, in);
+	before = dump();
+	crash_and_remount();
+	assert_dump(before);
+	release(before);
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	check_bytes(in, 0, 4608, 1);
+	check_bytes(in, 8192, 4096, 2);
+
+	/* Past half a unit: a whole unit, the pieces' unit given back. */
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 30208, UNIT - 30208), -EXDEV);
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 30208, UNIT - 30208, false, copy_on_store, NULL),
+		     0);
+	third = loc0(in);
+	cr_assert_eq(third.piece_bytes, 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 30208, UNIT - 30208), 0);
+	write_bytes(in, 30208, UNIT - 30208, 3);
+	cr_assert_eq(cfs_extent_piece_count(in->map), 0);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(piece_bytes_used(), 0);
+	cfs_ns_release(fs, in);
+	before = dump();
+	crash_and_remount();
+	assert_dump(before);
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	check_bytes(in, 0, 4608, 1);
+	check_bytes(in, 8192, 4096, 2);
+	check_bytes(in, 30208, UNIT - 30208, 3);
+	cfs_ns_release(fs, in);
+	release(before);
+
+	/* A file whose first write goes past half a unit, or fallocated: whole. */
+	cr_assert_eq(cfs_ns_open(fs, g, &in), 0);
+	cr_assert_eq(cfs_ns_fallocate(fs, g, 0, 0, 4096, NULL), 0);
+	cr_assert_eq(loc0(in).piece_bytes, 0);
+	cfs_ns_release(fs, in);
 }
