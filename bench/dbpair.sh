@@ -24,7 +24,9 @@
 #       two image files of SIZE in the work dir, each on a loop device
 #       (--direct-io=on); one formatted ext4 and mounted at DBPAIR_DIR[ext4],
 #       one formatted by mkchunkfs and mounted by chunkfs (allow_other, plus
-#       CHUNKFS_OPTS) at DBPAIR_DIR[chunkfs]; DBPAIR_DEV[fs] their devices
+#       CHUNKFS_OPTS) at DBPAIR_DIR[chunkfs]; DBPAIR_DEV[fs] their devices.
+#       DBPAIR_MKCHUNKFS_OPTS (environment): more mkchunkfs options, e.g.
+#       --no-pieces for the space a store without pieces takes
 #   dbpair_order REP       "ext4 chunkfs" for odd repetitions, the reverse
 #                          for even ones: drift on a shared machine lands on both
 #   dbpair_csv_header FILE the header of the long CSV (below)
@@ -98,7 +100,8 @@ dbpair_mounts() {
 	cfs_loop_attach "$CFS_WORK/chunkfs.img"
 	DBPAIR_DEV[chunkfs]=$CFS_LOOP_DEV
 	mkfs.ext4 -q -F "${DBPAIR_DEV[ext4]}"
-	"$CFS_BIN/mkchunkfs" -q "${DBPAIR_DEV[chunkfs]}" >/dev/null || cfs_fail "mkchunkfs ${DBPAIR_DEV[chunkfs]}"
+	# shellcheck disable=SC2086 # words of options
+	"$CFS_BIN/mkchunkfs" -q ${DBPAIR_MKCHUNKFS_OPTS:-} "${DBPAIR_DEV[chunkfs]}" >/dev/null || cfs_fail "mkchunkfs ${DBPAIR_DEV[chunkfs]}"
 	DBPAIR_DIR[ext4]=$CFS_WORK/ext4
 	DBPAIR_DIR[chunkfs]=$CFS_WORK/chunkfs
 	mkdir -p "${DBPAIR_DIR[ext4]}"

@@ -11,8 +11,9 @@
 #      pgbench database's tablespace on the filesystem: the DBA's layout,
 #      pg_tblspc/OID -> the mount;
 #   -m pgdata: the whole data directory, WAL included, on the filesystem
-#      (keep -S at 4G or more: a fresh cluster has ~1000 files, and each one
-#      with data takes a chunkfs allocation unit, 1 MiB by default).
+#      (keep -S at 4G or more with DBPAIR_MKCHUNKFS_OPTS=--no-pieces: a
+#      fresh cluster has ~1000 files, and without pieces each one with data
+#      takes a chunkfs allocation unit, 1 MiB by default).
 # pgbench -i (the bulk load: timed, with the database's disk use after it,
 # du) I times per cluster, then N repetitions; each runs pgbench -n
 # (tpcb-like) for T seconds on both, in alternating order (ext4 first in

@@ -655,11 +655,14 @@ static int grow_copy(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t
 		return -EBUSY;
 	if (!l->grow_q) {
 		struct cfs_ioq_config qcfg = {.depth = 2};
-		uint32_t n = bytes > CFS_IO_LENGTH_MAX ? CFS_IO_LENGTH_MAX : bytes;
+		/* The largest piece (half a unit), in requests iopath takes. */
+		uint32_t n = l->d->fs->geom.unit_bytes / 2;
+		size_t align =
+			l->d->geo->mem_align_bytes > 4096 ? l->d->geo->mem_align_bytes : 4096;
 
-		if (n < CFS_HELD_BLOCK_BYTES)
-			n = CFS_HELD_BLOCK_BYTES;
-		l->grow_buf = aligned_alloc(4096, n);
+		if (n > CFS_IO_LENGTH_MAX)
+			n = CFS_IO_LENGTH_MAX;
+		l->grow_buf = aligned_alloc(align, n);
 		if (!l->grow_buf)
 			return -ENOMEM;
 		l->grow_buf_bytes = n;
@@ -1964,6 +1967,8 @@ int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct c
 	 * must not take another; ctx_finish drops this one. */
 	c = ctx_start(l, req, NULL, OP_ZERO);
 	c->inode = zero->inode;
+	/* Counted since the namespace computed where the zeros go. */
+	c->store_counted = zero->inode != NULL;
 	c->map = zero->inode ? zero->inode->map : NULL;
 	if (attr)
 		c->attr = *attr;

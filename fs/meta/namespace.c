@@ -1510,6 +1510,8 @@ static void zero_pin(struct cfs_inode *inode, struct cfs_ns_zero *zero)
 	if (zero && zero->count) {
 		zero->inode = inode;
 		cfs_ns_io_begin(inode);
+		/* Under the lock: a piece does not grow (copy) under the zeros. */
+		atomic_fetch_add_explicit(&inode->store_writes, 1, memory_order_seq_cst);
 	}
 }
 

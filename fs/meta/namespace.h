@@ -237,9 +237,10 @@ struct cfs_setattr {
  * answering (truncate down and punch hole inside a sector: the bytes of a
  * written sector that are cut off must not come back when the file grows or
  * is read). Each lies within one logical sector of a written, mapped unit.
- * When count > 0 the inode's I/O reference was raised so the units stay put:
- * the caller writes the zeros (read-modify-write) and then calls
- * cfs_ns_io_end(fs, inode) with the inode given here.
+ * When count > 0 the inode's I/O reference was raised so the units stay put,
+ * and its store_writes, so a piece is not copied before the zeros are in it:
+ * the caller writes the zeros (read-modify-write), lowers store_writes and
+ * calls cfs_ns_io_end(fs, inode) with the inode given here.
  */
 struct cfs_ns_zero {
 	unsigned count; /* 0..2 */
