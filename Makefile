@@ -108,7 +108,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 TESTPROG_BINS := $(patsubst tests/progs/%.c,$(B)/tests/progs/%,$(TESTPROG_SRCS))
 
 .SECONDARY:
-.PHONY: all check check-unit check-layers check-asan bench-build demo install clean lint fuzz fuzz-build deb
+.PHONY: all check check-unit check-layers check-asan check-tsan bench-build demo install clean lint fuzz fuzz-build deb
 all: $(PROGRAMS)
 
 # The system headers a layer may use (the table above); tests, benchmarks and
@@ -266,6 +266,18 @@ check-asan:
 	@if [ -n "$$(ls -A build/asan/reports)" ]; then \
 		echo "check-asan: sanitizer reports:"; cat build/asan/reports/*; exit 1; \
 	else echo "check-asan: no sanitizer reports"; fi
+
+# make check-tsan: the daemon's threads under ThreadSanitizer on the loads that
+# race them hardest in under a minute: asynchronous O_DIRECT writes next to
+# buffered readers (daemon_dio_coherence: the loops, the committer and the
+# page-cache worker of fs/fuse/dio_inval.c) and the extent map's concurrency
+# cases (extent_race). Any report fails (tests/tsan.supp says what is
+# suppressed and why). Not part of make check: it needs a second build of
+# the daemon (build/tsan/), which costs more than the run; CI runs both.
+TSAN_CASES := ^(daemon_dio_coherence|extent_race)$$
+check-tsan:
+	$(MAKE) BUILD=tsan all build/tsan/tests/progs/dio_coherence build/tsan/tests/progs/extent_race
+	BUILD=tsan CFS_TEST_FILTER='$(TSAN_CASES)' tests/run.sh integration
 
 # ---- install ---------------------------------------------------------------
 MANPAGES := $(wildcard fs/*.8 mkchunkfs/*.8)

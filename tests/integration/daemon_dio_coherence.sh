@@ -9,9 +9,13 @@
 # asynchronous write and not after it: a buffered read in between re-caches
 # the old bytes unless the daemon drops the range once the write is on the
 # store. Store and RAM mounts; uring_daemon_dio_coherence.sh runs it again on
-# FUSE over io_uring. CFS_DIO_SECONDS (default 4) per mount.
+# FUSE over io_uring. CFS_DIO_SECONDS (default 4) per mount. Under
+# BUILD=tsan (make check-tsan) any ThreadSanitizer report of the daemons
+# fails it: the page-cache worker (fs/fuse/dio_inval.c) answers these
+# writes from its own thread.
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
+cfs_tsan_watch
 prog=$CFS_BIN/tests/progs/dio_coherence
 [ -x "$prog" ] || cfs_fail "needs $prog (make bench-build or make check builds it)"
 seconds=${CFS_DIO_SECONDS:-4}
@@ -25,3 +29,6 @@ for mnt in "$CFS_WORK/store" "$CFS_WORK/ram"; do
 	cfs_log "mount $mnt"
 	"$prog" "$mnt/chunk" "$seconds" 2 || cfs_fail "stale data after an O_DIRECT write on $mnt"
 done
+cfs_umount "$CFS_WORK/store" || cfs_fail "unclean unmount of the store mount"
+cfs_umount "$CFS_WORK/ram" || cfs_fail "unclean unmount of the RAM mount"
+cfs_tsan_verdict

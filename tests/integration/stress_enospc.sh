@@ -14,10 +14,7 @@ cfs_require_cmd python3
 util="python3 $CFS_ROOT/tests/integration/stress_util.py"
 img=$CFS_WORK/store.img
 mnt=$CFS_WORK/mnt
-reports=$CFS_WORK/tsan
-mkdir -p "$reports"
-# halt_on_error=0: collect every report, the test fails on any.
-export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:${TSAN_OPTIONS:-}"
+cfs_tsan_watch
 
 cfs_mkfs "$img" 48M
 cfs_mount "$img" "$mnt"
@@ -34,8 +31,5 @@ fi
 cfs_mount "$img" "$mnt"
 out=$($util verify "$mnt/load" "$CFS_WORK/state") || cfs_fail "after remount: $out"
 cfs_umount "$mnt" || cfs_fail "unclean unmount"
-if ls "$reports"/tsan* >/dev/null 2>&1; then
-	head -n 60 "$reports"/tsan*
-	cfs_fail "ThreadSanitizer reported (above)"
-fi
+cfs_tsan_verdict
 cfs_log "ok: $out"

@@ -46,6 +46,25 @@ _cfs_run_cleanups() {
 trap _cfs_run_cleanups EXIT
 trap 'exit 143' TERM INT
 
+# ThreadSanitizer: after cfs_tsan_watch, every sanitized process the test
+# starts (BUILD=tsan daemons, tests/progs) writes its reports into the work
+# dir, with tests/tsan.supp's suppressions (each says why);
+# cfs_tsan_verdict, once those processes have ended (daemons unmounted),
+# fails the test on any report. Without BUILD=tsan nothing writes any.
+cfs_tsan_watch() {
+	mkdir -p "$CFS_WORK/tsan"
+	# halt_on_error=0, exitcode=0: collect every report and exit as
+	# without them; the verdict fails on any.
+	export TSAN_OPTIONS="log_path=$CFS_WORK/tsan/tsan:halt_on_error=0:exitcode=0:suppressions=$CFS_ROOT/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+}
+cfs_tsan_verdict() {
+	if ls "$CFS_WORK"/tsan/tsan* >/dev/null 2>&1; then
+		head -n 60 "$CFS_WORK"/tsan/tsan*
+		cfs_fail "ThreadSanitizer reported (above)"
+	fi
+	return 0
+}
+
 cfs_log() { echo "# $*"; }
 cfs_fail() { echo "FAIL: $*" >&2; exit 1; }
 cfs_skip() { echo "skip: $*"; exit 77; }
