@@ -387,6 +387,7 @@ struct cfs_journal {
 	pthread_t thread;
 
 	/* Committer-owned (or mount/unmount while it is stopped). */
+	uint64_t captured_ns;	   /* CLOCK_MONOTONIC of the last capture */
 	uint64_t log_offset_bytes; /* store offset of the next commit */
 	uint64_t log_start_bytes;  /* this half's log area */
 	uint64_t log_end_bytes;
@@ -1187,6 +1188,29 @@ static bool all_flush_only(const struct waiter *w)
 	return true;
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Does this commit capture what writes changed? Not when every waiter asked
+ * for a flush only, unless the last capture is commit_interval old: the
+ * timer never fires while syncs keep coming, and the sizes of files nobody
+ * syncs must still reach the log that often. */
+static bool commit_captures(struct cfs_journal *j, const struct waiter *w, bool stopping)
+{
+	uint64_t now = monotonic_ns();
+
+	if (w && !stopping && all_flush_only(w) &&
+	    now - j->captured_ns < (uint64_t)j->interval_ms * 1000000u)
+		return false;
+	j->captured_ns = now;
+	return true;
+}
+
 static void *committer(void *arg)
 {
 	struct cfs_journal *j = arg;
@@ -1222,7 +1246,7 @@ static void *committer(void *arg)
 		}
 		pthread_mutex_unlock(&j->lock);
 
-		res = commit_once(j, w != NULL || stopping, !w || stopping || !all_flush_only(w));
+		res = commit_once(j, w != NULL || stopping, commit_captures(j, w, stopping));
 		answer(w, res);
 
 		pthread_mutex_lock(&j->lock);

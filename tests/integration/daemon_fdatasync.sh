@@ -10,7 +10,10 @@
 #   - 200 x (4 KiB append + fdatasync): the size is logged, as before.
 # Then what fdatasync promised survives kill -9 of the daemon: overwrites and
 # appends, each acknowledged only after its fdatasync returned, are all there
-# after a remount (size included), and fsck is clean.
+# after a remount (size included), and fsck is clean. And while fdatasyncs
+# of overwrites keep coming (no commit of their own), a file nobody syncs
+# still has its size logged within commit_interval: after kill -9 it has the
+# size it had 3 s before.
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd python3 losetup
@@ -118,6 +121,38 @@ for slot in range(256):
     assert got >= acked[-1] and got % 256 == slot, "over slot %d: %d, acknowledged %d" % (slot, got, acked[-1])
 print("after kill -9: %d appends and the last overwrite of each slot kept" % (last + 1))
 EOF
+# flush-only syncs without end, and a file written but never synced
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_mount "$dev" "$mnt" commit_interval=1
+# its units mapped (and that logged) before the syncs start, so that writing
+# it changes only what a capture logs: its written sectors and its size
+touch "$mnt/unsynced"
+fallocate -n -l 1M "$mnt/unsynced"
+sync -f "$mnt"
+python3 - "$mnt/redo" <<'EOF' &
+import os, sys
+i = 0
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    while True:
+        os.pwrite(fd, b"r" * 4096, (i % 256) * 4096)
+        os.fdatasync(fd)
+        i += 1
+except OSError:
+    pass
+EOF
+syncer=$!
+sleep 1
+head -c 1048576 /dev/urandom >"$CFS_WORK/unsynced"
+dd if="$CFS_WORK/unsynced" of="$mnt/unsynced" bs=64k conv=notrunc status=none
+sleep 3
+cfs_crash "$mnt"
+wait $syncer 2>/dev/null || true
+cfs_clear_mount "$mnt"
+cfs_mount "$dev" "$mnt"
+[ "$(stat -c %s "$mnt/unsynced")" = 1048576 ] ||
+	cfs_fail "a file written 3 s before kill -9, never synced, has $(stat -c %s "$mnt/unsynced") bytes (commit_interval=1 while fdatasyncs kept coming)"
+cmp "$mnt/unsynced" "$CFS_WORK/unsynced" || cfs_fail "the unsynced file's content after kill -9"
 cfs_umount "$mnt" || cfs_fail "unmount"
 "$CFS_BIN/fsck.chunkfs" -n "$dev" >"$CFS_WORK/fsck.out" 2>&1 ||
 	{ cat "$CFS_WORK/fsck.out" >&2; cfs_fail "fsck.chunkfs"; }
