@@ -158,6 +158,8 @@ struct ctx {
 	bool grow_noted;	    /* counted in inode->piece_growers */
 	uint64_t grow_offset_bytes; /* the range the piece must hold */
 	uint64_t grow_length_bytes;
+	bool guard_counted; /* counted in inode->guard_writers[guard_gen] */
+	uint8_t guard_gen;
 	uint64_t held_seq;
 	/* OP_FLUSH: its block, [0]. OP_FILL: the write's held_n blocks, the
 	 * taken ones' cfs_held_block.taken, those read (bits), the read's
@@ -312,6 +314,7 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->grow = false;
 	c->grow_whole = false;
 	c->grow_noted = false;
+	c->guard_counted = false;
 	c->buf = NULL;
 	c->nparts = 0;
 	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
@@ -360,6 +363,106 @@ static void ctx_range(const struct ctx *c, uint64_t *a, uint64_t *b)
 
 	*a = align_down(c->offset_bytes, BEHIND_ROUND);
 	*b = align_up(c->offset_bytes + len, BEHIND_ROUND);
+}
+
+/* ---- the mover's guard (fs/fuse/move.h, inode->guard_*) --------------------------
+ *
+ * While the mover copies a unit (and until its switch is durable) no device
+ * write of the file may touch it: a WRITE, a held block's flush or the zeros
+ * of truncate and punch whose file range meets [guard_lo, guard_hi) waits
+ * (parked like a request behind a write-behind; a flush goes back on its
+ * timer). Every such write counts itself in guard_writers[guard_gen] before
+ * it reads the guard and stays counted until its sectors are marked; the
+ * mover publishes the guard, then flips the generation twice, each time
+ * waiting for the old one to drain (cfs_data_guard_drain): a write counted
+ * after the mover looked at its generation has seen the guard. A file
+ * without a move pays one atomic add and subtract per device write and one
+ * load of guard_hi.
+ */
+#define GUARD_RETRY_NS 1000000ull /* a guarded held block tries again after */
+
+static bool guard_overlaps(struct cfs_inode *inode, uint64_t a, uint64_t b)
+{
+	uint64_t hi = atomic_load(&inode->guard_hi_bytes);
+
+	return hi && a < hi && atomic_load(&inode->guard_lo_bytes) < b;
+}
+
+/* Count a device write of file bytes [a, b) in flight, unless the guard
+ * covers them (then nothing is counted: false). */
+static bool guard_pass(struct cfs_inode *inode, uint64_t a, uint64_t b, uint8_t *gen)
+{
+	uint32_t g = atomic_load(&inode->guard_gen);
+
+	atomic_fetch_add(&inode->guard_writers[g], 1);
+	if (guard_overlaps(inode, a, b)) {
+		atomic_fetch_sub(&inode->guard_writers[g], 1);
+		return false;
+	}
+	*gen = (uint8_t)g;
+	return true;
+}
+
+static bool guard_enter(struct ctx *c, uint64_t a, uint64_t b)
+{
+	if (c->guard_counted)
+		return true;
+	c->guard_counted = guard_pass(c->inode, a, b, &c->guard_gen);
+	return c->guard_counted;
+}
+
+/* The write is on the store (its sectors marked) or gave up. */
+static void guard_leave(struct ctx *c)
+{
+	if (!c->guard_counted)
+		return;
+	atomic_fetch_sub(&c->inode->guard_writers[c->guard_gen], 1);
+	c->guard_counted = false;
+}
+
+/* The file bytes a WRITE or a zeroing writes. */
+static void guard_range(const struct ctx *c, uint64_t *a, uint64_t *b)
+{
+	if (c->op != OP_ZERO) {
+		*a = c->offset_bytes;
+		*b = c->offset_bytes + c->length_bytes;
+		return;
+	}
+	*a = UINT64_MAX;
+	*b = 0;
+	for (unsigned i = 0; i < c->nparts; i++) {
+		const struct part *p = &c->parts[i];
+
+		*a = p->file_offset_bytes < *a ? p->file_offset_bytes : *a;
+		if (p->file_offset_bytes + p->rmw.req.length_bytes > *b)
+			*b = p->file_offset_bytes + p->rmw.req.length_bytes;
+	}
+}
+
+/* A zeroing admitted: its device offsets were looked up when the truncate
+ * or punch ran, and the mover may have moved those units since (it cannot
+ * from now on: the zeroing is counted). Look them up again; a sector no
+ * longer mapped needs no zeros. */
+static void zero_relocate(struct ctx *c)
+{
+	unsigned kept = 0;
+
+	for (unsigned i = 0; i < c->nparts; i++) {
+		struct part *p = &c->parts[i];
+		struct cfs_extent_run run;
+
+		if (cfs_extent_lookup(c->map, p->file_offset_bytes, p->rmw.req.length_bytes,
+				      &run) ||
+		    !run.mapped || run.length_bytes < p->rmw.req.length_bytes)
+			continue;
+		p->rmw.req.offset_bytes = run.device_offset_bytes;
+		if (kept != i) {
+			c->parts[kept] = *p;
+			c->parts[kept].rmw.req.cookie = &c->parts[kept];
+		}
+		kept++;
+	}
+	c->nparts = kept;
 }
 
 /* ---- held blocks: small writes absorbed (fs/fuse/held.h) -------------------------
@@ -490,15 +593,25 @@ static void flush_arm(struct cfs_loop *l, struct ctx *c, struct cfs_inode *inode
 static bool held_flush_prepare(struct cfs_loop *l, struct cfs_inode *inode,
 			       struct cfs_held_block *blk, struct held_launch *go)
 {
+	uint64_t off = blk->file_offset_bytes;
 	struct ctx *c;
 	uint8_t *buf;
+	uint8_t gen;
 
 	if (!l->free || go->n == CFS_HELD_SLOTS)
 		return false;
-	buf = cfs_ioq_buf_get(l->q, HB);
-	if (!buf)
+	if (!guard_pass(inode, off, off + HB, &gen)) {
+		blk->due_ns = cfs_now_ns() + GUARD_RETRY_NS;
 		return false;
+	}
+	buf = cfs_ioq_buf_get(l->q, HB);
+	if (!buf) {
+		atomic_fetch_sub(&inode->guard_writers[gen], 1);
+		return false;
+	}
 	c = ctx_start(l, NULL, inode, OP_FLUSH);
+	c->guard_counted = true;
+	c->guard_gen = gen;
 	c->buf = buf;
 	c->buf_bytes = HB;
 	c->answered = true; /* no FUSE request behind it */
@@ -526,11 +639,13 @@ static void held_kick(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_he
 	}
 	if (held_flush_prepare(l, inode, blk, go))
 		return;
-	/* No context: the timer of the loop that listed it does it. */
-	blk->due_ns = 0;
+	/* No context, or the mover's guard: the timer of the loop that listed
+	 * it does it (now, or when the guard has likely moved on). */
+	if (!guard_overlaps(inode, blk->file_offset_bytes, blk->file_offset_bytes + HB))
+		blk->due_ns = 0;
 	held_list(l, inode, blk);
-	if (blk->timer_loop == l)
-		l->held_due_ns = 0;
+	if (blk->timer_loop == l && blk->due_ns < l->held_due_ns)
+		l->held_due_ns = blk->due_ns;
 }
 
 /*
@@ -723,7 +838,7 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
  * call: !parked) when every write-behind of the file that was there at its
  * first call is done, and so are the changes of its held blocks.
  */
-static bool admit(struct cfs_loop *l, struct ctx *c, bool parked)
+static bool admit_behind_held(struct cfs_loop *l, struct ctx *c, bool parked)
 {
 	struct cfs_inode *inode = c->inode;
 	struct cfs_behind *slot = NULL;
@@ -779,6 +894,27 @@ static bool admit(struct cfs_loop *l, struct ctx *c, bool parked)
 	pthread_mutex_unlock(&inode->lock);
 	held_launch(l, &go);
 	return ok;
+}
+
+/* admit_behind_held(), and for a device write the mover's guard: counted
+ * first, so a write waiting for anything else is never counted. */
+static bool admit(struct cfs_loop *l, struct ctx *c, bool parked)
+{
+	bool writes = c->op == OP_WRITE || c->op == OP_ZERO;
+	uint64_t a, b;
+
+	if (writes) {
+		guard_range(c, &a, &b);
+		if (!guard_enter(c, a, b))
+			return false;
+	}
+	if (!admit_behind_held(l, c, parked)) {
+		guard_leave(c);
+		return false;
+	}
+	if (c->op == OP_ZERO)
+		zero_relocate(c);
+	return true;
 }
 
 /* Start c now, or park it until admit() lets it. */
@@ -985,6 +1121,12 @@ static void held_flushed(struct cfs_loop *l, struct ctx *c, int err)
 	keep_write_error(inode, err);
 	pthread_mutex_lock(&inode->lock);
 	again = cfs_held_flush_end(blk, c->held_seq);
+	if (again && !guard_enter(c, blk->file_offset_bytes, blk->file_offset_bytes + HB)) {
+		/* The mover's guard came: the timer flushes it later. */
+		again = false;
+		blk->due_ns = cfs_now_ns() + GUARD_RETRY_NS;
+		held_list(l, inode, blk);
+	}
 	if (again)
 		flush_arm(l, c, inode, blk);
 	held_mirror(inode);
@@ -1127,6 +1269,7 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 	}
 	if (c->op != OP_FLUSH)
 		store_write_end(l, c);
+	guard_leave(c); /* its sectors are marked: the mover may copy them */
 	if (c->op == OP_FLUSH) {
 		held_flushed(l, c, err);
 		return;
@@ -1902,7 +2045,8 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		void *rb = reply_buf(&rb_bytes);
 
 		if (rb && data == rb && offset % l->granule_bytes == 0 &&
-		    size % l->granule_bytes == 0 && store_write_begin(l, c)) {
+		    size % l->granule_bytes == 0 && store_write_begin(l, c) &&
+		    guard_enter(c, offset, offset + size)) {
 			/* FUSE over io_uring: the payload sits page aligned in
 			 * the ring entry, which is this request's until the
 			 * reply: write it to the device from there, no copy. */
@@ -1979,8 +2123,8 @@ int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct c
 		return 0;
 	}
 	for (unsigned i = 0; i < zero->count && i < 2; i++)
-		part_new(c, CFS_IO_WRITE, 0, zero->device_offset_bytes[i], zero->length_bytes[i],
-			 (void *)zero_sector, true);
+		part_new(c, CFS_IO_WRITE, zero->file_offset_bytes[i], zero->device_offset_bytes[i],
+			 zero->length_bytes[i], (void *)zero_sector, true);
 	if (c->inode)
 		admit_or_park(l, c, parts_go); /* after the file's write-behind */
 	else
@@ -2281,4 +2425,59 @@ void cfs_loops_destroy(struct cfs_daemon *d)
 	free(d->loops);
 	d->loops = NULL;
 	d->loop_count = 0;
+}
+
+/* ---- the mover's side of the guard (data.h) ------------------------------------------- */
+
+/* Loops with requests of inode parked: look again now. */
+static void wake_all_parked(struct cfs_inode *inode)
+{
+	struct cfs_daemon *d = &cfs_daemon;
+	uint64_t one = 1;
+
+	if (!atomic_load_explicit(&inode->behind_waiters, memory_order_acquire))
+		return;
+	for (unsigned i = 0; i < d->loop_count; i++)
+		if (write(d->loops[i]->remote_fd, &one, sizeof(one)) != sizeof(one)) {
+			/* the counter is far from overflowing */
+		}
+}
+
+void cfs_data_guard_set(struct cfs_inode *inode, uint64_t lo_bytes, uint64_t hi_bytes)
+{
+	uint64_t old_hi = atomic_load(&inode->guard_hi_bytes);
+	uint64_t old_lo = atomic_load(&inode->guard_lo_bytes);
+
+	CFS_ASSERT(lo_bytes < hi_bytes);
+	if (!old_hi) {
+		/* A reader that sees hi sees this lo (guard_overlaps loads hi
+		 * first). */
+		atomic_store(&inode->guard_lo_bytes, lo_bytes);
+		atomic_store(&inode->guard_hi_bytes, hi_bytes);
+		return;
+	}
+	/* Only ever forwards: hi first, so every state in between covers
+	 * both the old range and the new. */
+	CFS_ASSERT(lo_bytes >= old_lo && hi_bytes >= old_hi);
+	atomic_store(&inode->guard_hi_bytes, hi_bytes);
+	atomic_store(&inode->guard_lo_bytes, lo_bytes);
+	if (lo_bytes > old_lo)
+		wake_all_parked(inode);
+}
+
+void cfs_data_guard_drain(struct cfs_inode *inode)
+{
+	for (int round = 0; round < 2; round++) {
+		uint32_t old = atomic_load(&inode->guard_gen);
+
+		atomic_store(&inode->guard_gen, old ^ 1u);
+		while (atomic_load(&inode->guard_writers[old]))
+			usleep(50);
+	}
+}
+
+void cfs_data_guard_clear(struct cfs_inode *inode)
+{
+	atomic_store(&inode->guard_hi_bytes, 0);
+	wake_all_parked(inode);
 }

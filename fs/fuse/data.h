@@ -161,4 +161,17 @@ void cfs_data_closed(struct cfs_inode *inode);
  */
 int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct cfs_attr *attr);
 
+/*
+ * The mover's guard (fs/fuse/move.h; data.c, "the mover's guard"): device
+ * writes of inode touching file bytes [lo_bytes, hi_bytes) wait until the
+ * guard moves past them. cfs_data_guard_set publishes a guard, or moves the
+ * one there forward (neither end goes back); cfs_data_guard_drain then
+ * waits (sleeping: the mover's thread only) until every device write of
+ * the file that may not have seen it is on the store; cfs_data_guard_clear
+ * lifts it and lets the waiting writes go.
+ */
+void cfs_data_guard_set(struct cfs_inode *inode, uint64_t lo_bytes, uint64_t hi_bytes);
+void cfs_data_guard_drain(struct cfs_inode *inode);
+void cfs_data_guard_clear(struct cfs_inode *inode);
+
 #endif /* CFS_DATA_H */

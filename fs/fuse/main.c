@@ -69,6 +69,7 @@
 #include "fs/meta/mount.h"
 #include "fs/meta/pool.h"
 #include "fs/fuse/killpriv.h"
+#include "fs/fuse/move.h"
 #include "fs/fuse/tmpfile.h"
 #include "fs/stats/statcmd.h"
 #include "fs/fuse/transport_uring.h"
@@ -1476,6 +1477,13 @@ int main(int argc, char **argv)
 			goto out_join;
 		}
 	}
+	/* After the loops: it wakes them when its guard moves. */
+	ret = cfs_mover_start(d);
+	if (ret) {
+		say("cannot start the mover: %s\n", strerror(-ret));
+		request_stop();
+		goto out_join;
+	}
 	/* Mounted: the terminal is released first, so this line goes to
 	 * syslog (or to stderr with -f). */
 	detach_finish();
@@ -1494,6 +1502,10 @@ int main(int argc, char **argv)
 	}
 
 out_join:
+	/* Before the loops finish: writes parked behind its guard go once it
+	 * stops (between two steps; the placement record resumes the move at
+	 * the next mount). */
+	cfs_mover_stop();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	free(threads);

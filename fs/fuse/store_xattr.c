@@ -12,6 +12,10 @@
  *                        directory or the root, and moves a chunk.
  *   user.chunkfs.stores  the root: one line per store (label, index, state,
  *                        sizes, the source it was mounted from).
+ *   user.chunkfs.move    a chunk: its move's progress (fs/fuse/move.h); set
+ *                        "to=STORE [rate=BYTES]", "rate=BYTES", "pause",
+ *                        "resume" or "cancel" (rates take K, M, G, T: powers
+ *                        of 1024).
  *
  * Values are rendered into this thread's buffer; a size probe's text is kept
  * in chunkstat's probe cache, so the read after it gets the same bytes even
@@ -24,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs/fuse/move.h"
 #include "fs/fuse/store_xattr.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
@@ -33,10 +38,10 @@
 #define FS() (cfs_daemon.fs)
 #define TEXT_MAX (CFS_POOL_STORES_MAX * 512u)
 
-enum name_id { NAME_STORE = 1, NAME_STORES };
+enum name_id { NAME_STORE = 1, NAME_STORES, NAME_MOVE };
 
 /* Stable addresses for the probe cache's key. */
-static const char key_store, key_stores;
+static const char key_store, key_stores, key_move;
 
 static enum name_id name_of(const char *name)
 {
@@ -47,6 +52,8 @@ static enum name_id name_of(const char *name)
 		return NAME_STORE;
 	if (!strcmp(name, "stores"))
 		return NAME_STORES;
+	if (!strcmp(name, "move"))
+		return NAME_MOVE;
 	return 0;
 }
 
@@ -159,6 +166,12 @@ static int render(enum name_id id, fuse_ino_t ino, char *text, size_t max, size_
 		*n = render_stores(text, max);
 		return 0;
 	}
+	if (id == NAME_MOVE) {
+		if (!S_ISREG(nv.mode))
+			return -ENODATA;
+		*n = cfs_mover_render(ino, text, max);
+		return 0;
+	}
 	if (ino == CFS_ROOT_INO) {
 		char label[CFS_LABEL_BYTES + 16];
 
@@ -187,9 +200,10 @@ static int render(enum name_id id, fuse_ino_t ino, char *text, size_t max, size_
 void cfs_store_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	enum name_id id = name_of(name);
-	struct cfs_cs_probe_key key = {
-		(uint64_t)fuse_req_ctx(req)->pid, ino,
-		(uint64_t)(uintptr_t)(id == NAME_STORE ? &key_store : &key_stores)};
+	struct cfs_cs_probe_key key = {(uint64_t)fuse_req_ctx(req)->pid, ino,
+				       (uint64_t)(uintptr_t)(id == NAME_STORE	 ? &key_store
+							     : id == NAME_STORES ? &key_stores
+										 : &key_move)};
 	char *text = malloc(TEXT_MAX);
 	size_t n = 0;
 	ssize_t cached;
@@ -252,36 +266,127 @@ static uint32_t parse_store(const char *value, size_t size)
 	return cfs_pool_find(FS()->pool, value, size);
 }
 
-/* Are all of a chunk's units on `store` already (or has it none)? */
-static int units_only_on(fuse_ino_t ino, uint32_t store, bool *only)
+/* "200M" and the like: bytes (K, M, G, T are powers of 1024). False when it
+ * is not a number. */
+static bool parse_bytes(const char *text, size_t length, uint64_t *out)
 {
-	struct where w = {0};
-	int ret;
+	char buf[32];
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
 
-	w.count = cfs_pool_ranges(FS()->pool, w.ranges);
-	ret = cfs_ns_for_each_unit(FS(), ino, where_unit, &w);
-	if (ret)
-		return ret;
-	*only = true;
-	for (unsigned i = 0; i < w.count; i++)
-		if ((w.seen & (1ull << i)) && w.ranges[i].index != store)
-			*only = false;
-	return 0;
+	if (length == 0 || length >= sizeof(buf))
+		return false;
+	memcpy(buf, text, length);
+	buf[length] = 0;
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	if (errno || end == buf || buf[0] == '-')
+		return false;
+	switch (*end) {
+	case 0:
+		break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	default:
+		return false;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* user.chunkfs.move: "to=STORE [rate=BYTES]", "rate=BYTES", "pause",
+ * "resume", "cancel" (words separated by spaces; a final newline is fine).
+ * -EINVAL for anything else. */
+static int set_move(fuse_ino_t ino, const char *value, size_t size)
+{
+	uint32_t to = CFS_STORE_NONE;
+	uint64_t rate = 0;
+	bool has_to = false, has_rate = false;
+	size_t at = 0;
+
+	while (at < size) {
+		size_t end = at;
+		const char *w = value + at;
+		size_t n;
+
+		while (end < size && value[end] != ' ' && value[end] != '\n')
+			end++;
+		n = end - at;
+		if (n == 5 && !memcmp(w, "pause", 5))
+			return at == 0 && end >= size - 1 ? cfs_mover_pause(ino, true) : -EINVAL;
+		if (n == 6 && !memcmp(w, "resume", 6))
+			return at == 0 && end >= size - 1 ? cfs_mover_pause(ino, false) : -EINVAL;
+		if (n == 6 && !memcmp(w, "cancel", 6))
+			return at == 0 && end >= size - 1 ? cfs_mover_cancel(ino) : -EINVAL;
+		if (n > 3 && !memcmp(w, "to=", 3)) {
+			to = cfs_pool_find(FS()->pool, w + 3, n - 3);
+			if (to == CFS_STORE_NONE)
+				return -EINVAL; /* no such store */
+			has_to = true;
+		} else if (n > 5 && !memcmp(w, "rate=", 5)) {
+			if (!parse_bytes(w + 5, n - 5, &rate))
+				return -EINVAL;
+			has_rate = true;
+		} else if (n) {
+			return -EINVAL;
+		}
+		at = end + 1;
+	}
+	if (!has_to) {
+		struct cfs_place place;
+		int ret;
+
+		if (!has_rate)
+			return -EINVAL;
+		/* A new rate for the move there is. */
+		ret = cfs_ns_place_get(FS(), ino, &place);
+		if (ret)
+			return ret;
+		if (place.store == CFS_STORE_NONE || place.from == CFS_STORE_NONE)
+			return -ENOENT;
+		to = place.store;
+	}
+	if (cfs_pool_store_state(FS()->pool, to) != CFS_STORE_ACTIVE)
+		return -EINVAL; /* being removed: nothing new goes there */
+	return cfs_mover_request(ino, to, rate);
 }
 
 int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size)
 {
 	struct cfs_place place = {CFS_STORE_NONE, CFS_STORE_NONE, 0, 0};
+	enum name_id id = name_of(name);
 	uint32_t store, mode;
-	bool only;
 	int ret;
 
-	if (name_of(name) != NAME_STORE)
+	if (id != NAME_STORE && id != NAME_MOVE)
 		return -EOPNOTSUPP; /* .stores is read-only */
 	ret = may_place(req, ino, &mode);
 	if (ret)
 		return ret;
+	if (id == NAME_MOVE)
+		return S_ISREG(mode) ? set_move(ino, value, size) : -EOPNOTSUPP;
 	store = parse_store(value, size);
 	if (store == CFS_STORE_NONE)
 		return -EINVAL; /* no such store */
@@ -290,13 +395,8 @@ int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	place.store = store;
 	if (S_ISREG(mode)) {
 		/* A chunk already there (or without units) is only placed; one
-		 * with units elsewhere needs a move, which comes with the
-		 * mover (fs/POOLS.md, "Moving a chunk online"). */
-		ret = units_only_on(ino, store, &only);
-		if (ret)
-			return ret;
-		if (!only)
-			return -EOPNOTSUPP;
+		 * with units elsewhere is moved (fs/fuse/move.h). */
+		return cfs_mover_request(ino, store, 0);
 	}
 	return cfs_ns_place_set(FS(), ino, &place);
 }

@@ -1479,6 +1479,7 @@ static void zero_partial(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t at
 		return;
 	if (cfs_extent_lookup(inode->map, at, end - at, &run) || !run.mapped)
 		return;
+	zero->file_offset_bytes[zero->count] = at;
 	zero->device_offset_bytes[zero->count] = run.device_offset_bytes;
 	zero->length_bytes[zero->count] = (uint32_t)(end - at);
 	zero->count++;
@@ -1498,6 +1499,7 @@ static void partial_sectors(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t
 		return; /* no cut tail sector, or it is the head's (done above) */
 	if (zero && zero->count < 2 && cfs_extent_sector_written(inode->map, tail) &&
 	    !cfs_extent_lookup(inode->map, tail, end - tail, &run) && run.mapped) {
+		zero->file_offset_bytes[zero->count] = tail;
 		zero->device_offset_bytes[zero->count] = run.device_offset_bytes;
 		zero->length_bytes[zero->count] = (uint32_t)(end - tail);
 		zero->count++;
@@ -2746,6 +2748,169 @@ int cfs_ns_apply_place(struct cfs_fs *fs, const struct cfs_jrec_place *rec, cons
 	inode->place = (struct cfs_place){rec->store, rec->from, rec->flags, rec->rate_bytes};
 	if (rec->ino == CFS_ROOT_INO)
 		cfs_pool_set_default(fs->pool, rec->store);
+	return 0;
+}
+
+/* ---- moves ------------------------------------------------------------------------------------
+ */
+
+int cfs_ns_move_reserve(struct cfs_fs *fs, uint32_t store, uint64_t units,
+			struct cfs_unit_run **runs_out, unsigned *run_count)
+{
+	struct cfs_unit_run *runs = NULL;
+	unsigned n = 0, cap = 0, busy_commits = 0;
+	uint64_t have = 0, hint = CFS_ALLOC_NO_HINT;
+	int ret = 0;
+
+	while (have < units) {
+		uint64_t first, got;
+
+		if (cfs_fs_is_readonly(fs)) {
+			ret = -EROFS;
+			break;
+		}
+		ret = cfs_pool_get(fs->pool, store, hint, units - have, &first, &got);
+		if (ret == -EAGAIN && busy_commits++ < MAP_RETRIES) {
+			/* Busy units come back once their frees are durable. */
+			ret = cfs_journal_commit_sync(fs);
+			if (ret)
+				break;
+			continue;
+		}
+		if (ret) {
+			ret = ret == -EAGAIN ? -ENOSPC : ret;
+			break;
+		}
+		if (n == cap) {
+			unsigned more_cap = cap ? 2 * cap : 8;
+			struct cfs_unit_run *more = realloc(runs, more_cap * sizeof(*runs));
+
+			if (!more) {
+				cfs_pool_free(fs->pool, first, got, 0);
+				ret = -ENOMEM;
+				break;
+			}
+			runs = more;
+			cap = more_cap;
+		}
+		runs[n++] = (struct cfs_unit_run){first, got};
+		have += got;
+		hint = first + got;
+	}
+	if (ret) {
+		for (unsigned i = 0; i < n; i++)
+			cfs_pool_free(fs->pool, runs[i].first_unit, runs[i].count, 0);
+		free(runs);
+		return ret;
+	}
+	*runs_out = runs;
+	*run_count = n;
+	return 0;
+}
+
+void cfs_ns_move_unreserve(struct cfs_fs *fs, uint64_t first_unit, uint64_t count)
+{
+	cfs_pool_free(fs->pool, first_unit, count, 0); /* never logged */
+}
+
+struct switch_ctx {
+	struct cfs_txn *txn;
+	uint64_t ino;
+	uint8_t *bits;
+};
+
+/* The new unit's view: its mapping and its written state, one transaction. */
+static int switch_logged(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct switch_ctx *c = arg;
+	struct cfs_jrec_extent map = {c->ino, v->file_unit, v->store_unit, 1};
+	struct cfs_jrec_written ws = {c->ino, v->file_unit,    v->store_unit, CFS_EXTENT_WS_OP_SET,
+				      0,      v->sector_count, NULL};
+
+	cfs_txn_extent(c->txn, CFS_LOG_EXTENT_MAP, &map);
+	if (v->state == CFS_EXTENT_WS_NONE)
+		return 0; /* EXTENT_MAP of another unit maps it unwritten */
+	if (v->state == CFS_EXTENT_WS_BITMAP) {
+		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
+		ws.bits = c->bits;
+	}
+	cfs_txn_written(c->txn, &ws);
+	return 0;
+}
+
+int cfs_ns_move_switch(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit,
+		       uint64_t from_unit, uint64_t to_unit, uint64_t *seq)
+{
+	struct free_ctx fc = {.fs = fs, .inode = inode};
+	struct cfs_txn txn;
+	struct switch_ctx sc = {&txn, inode->ino, malloc(fs->geom.sectors_per_unit / 8 + 1)};
+	int ret;
+
+	*seq = 0;
+	if (!sc.bits)
+		return -ENOMEM;
+	pthread_mutex_lock(&inode->lock);
+	if (cfs_fs_is_readonly(fs)) {
+		ret = -EROFS;
+		goto out;
+	}
+	cfs_txn_begin(&txn, fs->journal);
+	ret = cfs_extent_remap(inode->map, file_unit, from_unit, to_unit, switch_logged, &sc);
+	if (ret) {
+		cfs_txn_end(&txn); /* empty: nothing was logged */
+		goto out;
+	}
+	/* The old unit goes as an unmapped one: after every read that looked
+	 * it up, and only once the switch is durable. */
+	fc.runs[fc.run_count++] = (struct freed){from_unit, 1, 0, 0};
+	*seq = cfs_txn_end(&txn);
+	free_ctx_release(&fc, *seq);
+	inode_quiesce(fs, inode);
+out:
+	pthread_mutex_unlock(&inode->lock);
+	free(sc.bits);
+	return ret;
+}
+
+int cfs_ns_moves_pending(struct cfs_fs *fs, uint64_t **inos_out, unsigned *count)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	uint64_t *inos = NULL;
+	unsigned n = 0, cap = 0;
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	for (struct cfs_inode *inode = table_next(ns, NULL); inode; inode = table_next(ns, inode)) {
+		bool moving;
+
+		if (!is_reg(inode))
+			continue;
+		pthread_mutex_lock(&inode->lock);
+		moving =
+			inode->place.store != CFS_STORE_NONE && inode->place.from != CFS_STORE_NONE;
+		pthread_mutex_unlock(&inode->lock);
+		if (!moving)
+			continue;
+		if (n == cap) {
+			unsigned more_cap = cap ? 2 * cap : 16;
+			uint64_t *more = realloc(inos, more_cap * sizeof(*inos));
+
+			if (!more) {
+				ret = -ENOMEM;
+				break;
+			}
+			inos = more;
+			cap = more_cap;
+		}
+		inos[n++] = inode->ino;
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	if (ret) {
+		free(inos);
+		return ret;
+	}
+	*inos_out = inos;
+	*count = n;
 	return 0;
 }
 

@@ -164,6 +164,18 @@ struct cfs_inode {
 	struct cfs_deferred *deferred; /* [lock] units to free once inflight == 0 */
 	uint64_t alloc_hint;	       /* [lock] next store unit to try */
 	struct cfs_place place;	       /* [lock] fs/POOLS.md */
+
+	/* The mover's guard (fs/fuse/move.h, fs/POOLS.md "Moving a chunk
+	 * online"): a device write of the file (WRITE, a held block's flush,
+	 * the zeros of truncate and punch) touching file bytes
+	 * [guard_lo_bytes, guard_hi_bytes) waits; guard_hi_bytes 0: none.
+	 * Writers count themselves in guard_writers[guard_gen] before they
+	 * look at the guard, so the mover, after flipping the generation,
+	 * waits only for the writes that may not have seen it. */
+	_Atomic uint64_t guard_lo_bytes;   /* [atomic] set before hi */
+	_Atomic uint64_t guard_hi_bytes;   /* [atomic] */
+	_Atomic uint32_t guard_gen;	   /* [atomic] 0 or 1 */
+	_Atomic uint32_t guard_writers[2]; /* [atomic] device writes in flight */
 };
 
 /* Attributes as the FUSE layer needs them (it converts to struct stat). */
@@ -243,7 +255,8 @@ struct cfs_setattr {
  * calls cfs_ns_io_end(fs, inode) with the inode given here.
  */
 struct cfs_ns_zero {
-	unsigned count; /* 0..2 */
+	unsigned count;		       /* 0..2 */
+	uint64_t file_offset_bytes[2]; /* where the device offsets were looked up */
 	uint64_t device_offset_bytes[2];
 	uint32_t length_bytes[2];
 	struct cfs_inode *inode; /* set when count > 0 */
@@ -543,6 +556,44 @@ int cfs_ns_place_set(struct cfs_fs *fs, uint64_t ino, const struct cfs_place *pl
  * active, else the store of its neighbouring or last unit, else the pool's
  * default. [inode lock] */
 uint32_t cfs_ns_store_for_units(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit);
+
+/* ---- moves (fs/fuse/move.h, fs/POOLS.md) ---------------------------------------------------- */
+
+/* A run of reserved store units (allocated, in no map). */
+struct cfs_unit_run {
+	uint64_t first_unit;
+	uint64_t count;
+};
+
+/*
+ * Allocate `units` units on store `store` for a move, contiguous where the
+ * allocator can (forcing commits while space is busy). The units are in no
+ * map: a crash frees them (mount rebuilds the allocator from the maps).
+ * *runs (malloc'ed, the caller frees) and *run_count on success; -ENOSPC
+ * (nothing kept), -ENOMEM, -EROFS.
+ */
+int cfs_ns_move_reserve(struct cfs_fs *fs, uint32_t store, uint64_t units,
+			struct cfs_unit_run **runs, unsigned *run_count);
+/* Give reserved units back (never logged, free at once). */
+void cfs_ns_move_unreserve(struct cfs_fs *fs, uint64_t first_unit, uint64_t count);
+
+/*
+ * The switch of one moved unit: file unit file_unit of inode, mapped to
+ * store unit from_unit, maps to_unit from now on with the same written
+ * state (cfs_extent_remap), logged in one transaction (EXTENT_MAP of
+ * to_unit and, when something is written, EXTENT_WRITTEN SET of its
+ * state); from_unit is freed as unmapped units are (deferred while I/O
+ * references exist, busy until *seq is durable). The caller copied the
+ * written sectors and kept writes away (the guard). 0, -ESTALE (file_unit
+ * no longer maps from_unit: nothing changed, to_unit is still the
+ * caller's), -EROFS, -ENOMEM.
+ */
+int cfs_ns_move_switch(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit,
+		       uint64_t from_unit, uint64_t to_unit, uint64_t *seq);
+
+/* Regular files with a move to finish (placement with `from` set), for
+ * mount: *inos malloc'ed (the caller frees), *count of them. 0, -ENOMEM. */
+int cfs_ns_moves_pending(struct cfs_fs *fs, uint64_t **inos, unsigned *count);
 
 /* ---- statfs ------------------------------------------------------------------------------- */
 

@@ -1,0 +1,785 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * move.c — the mover (fs/fuse/move.h, fs/POOLS.md "Moving a chunk online").
+ *
+ * One thread, one move at a time, one unit at a time. Per unit:
+ *   1. guard: cfs_data_guard_set over [first unit switched but not yet
+ *      durable, this unit's end), then cfs_data_guard_drain: from here no
+ *      device write of the unit is in flight and new ones wait;
+ *   2. copy the written sectors (cfs_extent_written_span: holes and
+ *      unwritten sectors are not copied, and stay so) from the old unit to a
+ *      reserved one through the mover's own queue;
+ *   3. switch (cfs_ns_move_switch: remap + one transaction, old unit freed
+ *      as unmapped units are) and ask for a commit without waiting;
+ *   4. the guard leaves the switched units once the durable sequence has
+ *      passed their switch (the next unit's step 1 looks).
+ * Reads never wait: until the switch they read the old unit, which holds
+ * the same bytes and stays allocated while any I/O reference exists.
+ *
+ * A crash before a switch is durable leaves the chunk on the old unit,
+ * whole (writes were kept away); after, on the new one (the commit flushed
+ * every store first). Reserved units are in no map: mount frees them. The
+ * placement record (store = target, from = source) makes the next mount
+ * queue the move again (cfs_mover_start).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/base/assert.h"
+#include "fs/fuse/data.h"
+#include "fs/fuse/move.h"
+#include "fs/meta/fs.h"
+#include "fs/meta/journal.h"
+#include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
+#include "iopath/iopath.h"
+
+/* The copy goes in pieces of this size. */
+#define MOVE_IO_BYTES (256u << 10)
+/* A rate-limited or paused mover looks at its requests this often. */
+#define MOVE_NAP_NS 50000000ull
+
+enum move_state {
+	MS_QUEUED = 1,
+	MS_MOVING,
+	MS_PAUSED,
+	MS_NOSPACE,
+	MS_CANCELLING,
+	MS_DONE,
+	MS_ERROR,
+};
+
+static const char *const state_names[] = {
+	[MS_QUEUED] = "queued",	  [MS_MOVING] = "moving",	  [MS_PAUSED] = "paused",
+	[MS_NOSPACE] = "nospace", [MS_CANCELLING] = "cancelling", [MS_DONE] = "done",
+	[MS_ERROR] = "error",
+};
+
+struct move {
+	uint64_t ino;
+	uint32_t to;   /* where the units go */
+	uint32_t from; /* where they came from: a cancel returns there */
+	uint64_t rate_bytes;
+	enum move_state state;
+	bool cancelling; /* the run in progress takes units back (a cancel) */
+	bool want_pause;
+	bool want_cancel;
+	uint64_t done_bytes;
+	uint64_t total_bytes;
+	uint64_t moving_ns; /* time spent moving: the rate shown */
+	int error;
+	/* Units reserved on `to`, taken in order. */
+	struct cfs_unit_run *runs;
+	unsigned run_count;
+	unsigned run_next;
+	uint64_t run_used; /* of runs[run_next] */
+	struct move *next;
+};
+
+/* A unit to move: file unit -> the store unit it maps now. */
+struct unit_ref {
+	uint64_t file_unit;
+	uint64_t store_unit;
+};
+
+static struct mover {
+	struct cfs_daemon *d;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock; /* everything below */
+	pthread_cond_t wake;
+	bool stop;
+	struct move *moves; /* this mount's moves, finished ones too */
+	/* The mover thread's own. */
+	struct cfs_ioq *q;
+	uint8_t *buf;
+	uint64_t bucket_start_ns; /* the rate's token bucket */
+	uint64_t bucket_bytes;
+} mv = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+#define FS() (mv.d->fs)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool active(const struct move *m)
+{
+	return m->state == MS_QUEUED || m->state == MS_MOVING || m->state == MS_PAUSED ||
+	       m->state == MS_CANCELLING;
+}
+
+/* [lock] */
+static struct move *find(uint64_t ino)
+{
+	for (struct move *m = mv.moves; m; m = m->next)
+		if (m->ino == ino)
+			return m;
+	return NULL;
+}
+
+static void store_name(uint32_t store, char *buf, size_t bytes)
+{
+	if (store == CFS_STORE_NONE)
+		snprintf(buf, bytes, "-");
+	else
+		cfs_pool_store_name(FS()->pool, store, buf, bytes);
+}
+
+/* ---- reservations ----------------------------------------------------------------------- */
+
+static bool take_reserved(struct move *m, uint64_t *unit)
+{
+	while (m->run_next < m->run_count && m->run_used == m->runs[m->run_next].count) {
+		m->run_next++;
+		m->run_used = 0;
+	}
+	if (m->run_next == m->run_count)
+		return false;
+	*unit = m->runs[m->run_next].first_unit + m->run_used++;
+	return true;
+}
+
+/* Give back what the move did not use. */
+static void release_reserved(struct move *m)
+{
+	for (unsigned i = m->run_next; i < m->run_count; i++) {
+		uint64_t skip = i == m->run_next ? m->run_used : 0;
+
+		if (m->runs[i].count > skip)
+			cfs_ns_move_unreserve(FS(), m->runs[i].first_unit + skip,
+					      m->runs[i].count - skip);
+	}
+	free(m->runs);
+	m->runs = NULL;
+	m->run_count = m->run_next = 0;
+	m->run_used = 0;
+}
+
+static void log_nospace(uint64_t ino, uint32_t to, uint64_t units)
+{
+	struct cfs_pool_store_info info;
+	char label[CFS_LABEL_BYTES + 16];
+	uint64_t unit = FS()->geom.unit_bytes;
+
+	store_name(to, label, sizeof(label));
+	if (cfs_pool_store_info(FS()->pool, to, &info))
+		memset(&info, 0, sizeof(info));
+	cfs_fs_log(FS(),
+		   "move of inode %" PRIu64 " refused: store %s has %.1f GiB free, the chunk needs "
+		   "%.1f GiB",
+		   ino, label, (double)(info.space.free_units * unit) / (1u << 30),
+		   (double)(units * unit) / (1u << 30));
+}
+
+/* ---- what a chunk has where ------------------------------------------------------------- */
+
+struct census {
+	struct cfs_pool *pool;
+	uint32_t to;
+	uint64_t away;	       /* whole units not on `to` */
+	uint64_t pieces;       /* pieces not on `to` (not moved) */
+	uint32_t from;	       /* the store of the first unit away */
+	struct unit_ref *list; /* NULL: count only */
+	uint64_t list_cap;
+	int error;
+};
+
+static int census_unit(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct census *c = arg;
+
+	for (uint64_t i = 0; i < v->unit_count; i++) {
+		uint32_t st = cfs_pool_store_of(c->pool, v->store_unit + i);
+
+		if (st == c->to)
+			continue;
+		if (v->piece_bytes) {
+			c->pieces++;
+			continue;
+		}
+		if (c->away == 0)
+			c->from = st;
+		if (c->list) {
+			if (c->away == c->list_cap) {
+				struct unit_ref *more =
+					realloc(c->list, 2 * c->list_cap * sizeof(*more));
+
+				if (!more)
+					return -ENOMEM;
+				c->list = more;
+				c->list_cap *= 2;
+			}
+			c->list[c->away] = (struct unit_ref){v->file_unit + i, v->store_unit + i};
+		}
+		c->away++;
+	}
+	return 0;
+}
+
+/* Count (and with list, list) the units of ino not on `to`. */
+static int take_census(uint64_t ino, struct census *c, bool list)
+{
+	int ret;
+
+	c->pool = FS()->pool;
+	c->away = c->pieces = 0;
+	c->from = CFS_STORE_NONE;
+	c->list = NULL;
+	if (list) {
+		c->list_cap = 64;
+		c->list = malloc(c->list_cap * sizeof(*c->list));
+		if (!c->list)
+			return -ENOMEM;
+	}
+	ret = cfs_ns_for_each_unit(FS(), ino, census_unit, c);
+	if (ret) {
+		free(c->list);
+		c->list = NULL;
+	}
+	return ret;
+}
+
+static int persist(const struct move *m, uint32_t store, uint32_t from)
+{
+	struct cfs_place place = {store, from, m->want_pause ? CFS_JREC_PLACE_PAUSED : 0,
+				  from == CFS_STORE_NONE ? 0 : m->rate_bytes};
+
+	return cfs_ns_place_set(FS(), m->ino, &place);
+}
+
+/* ---- the copy ---------------------------------------------------------------------------- */
+
+/* Sleep so that the bytes copied since the bucket started stay within the
+ * rate; wakes for requests every MOVE_NAP_NS. */
+static void throttle(struct move *m, uint64_t bytes)
+{
+	uint64_t rate = __atomic_load_n(&m->rate_bytes, __ATOMIC_RELAXED);
+
+	mv.bucket_bytes += bytes;
+	if (!rate)
+		return;
+	for (;;) {
+		uint64_t due = mv.bucket_start_ns +
+			       (uint64_t)((double)mv.bucket_bytes * 1e9 / (double)rate);
+		uint64_t now = now_ns();
+		bool stop;
+
+		if (now >= due)
+			return;
+		pthread_mutex_lock(&mv.lock);
+		stop = mv.stop || m->want_pause || m->want_cancel;
+		pthread_mutex_unlock(&mv.lock);
+		if (stop)
+			return;
+		usleep((useconds_t)((due - now < MOVE_NAP_NS ? due - now : MOVE_NAP_NS) / 1000));
+	}
+}
+
+/* Copy the written sectors of file unit fu from store unit `from` to `to`.
+ * -ESTALE when fu no longer maps `from` as a whole unit. */
+static int copy_unit(struct move *m, struct cfs_inode *inode, uint64_t fu, uint64_t from,
+		     uint64_t to)
+{
+	const struct cfs_extent_geom *g = &FS()->geom;
+	uint64_t base = fu << g->unit_shift;
+	uint64_t src = cfs_fs_unit_offset_bytes(FS(), from);
+	uint64_t dst = cfs_fs_unit_offset_bytes(FS(), to);
+	struct cfs_extent_run run;
+	uint64_t off = 0;
+
+	if (cfs_extent_lookup(inode->map, base, g->unit_bytes, &run) || !run.mapped ||
+	    run.store_unit != from || run.length_bytes < g->unit_bytes)
+		return -ESTALE;
+	while (off < g->unit_bytes) {
+		bool written;
+		uint64_t span = cfs_extent_written_span(inode->map, base + off, g->unit_bytes - off,
+							&written);
+
+		if (span == 0)
+			return -EIO;
+		for (uint64_t at = 0; written && at < span;) {
+			uint64_t n = span - at < MOVE_IO_BYTES ? span - at : MOVE_IO_BYTES;
+			int ret = cfs_ioq_sync_range(mv.q, CFS_IO_READ, src + off + at, n, mv.buf);
+
+			if (!ret)
+				ret = cfs_ioq_sync_range(mv.q, CFS_IO_WRITE, dst + off + at, n,
+							 mv.buf);
+			if (ret)
+				return ret;
+			at += n;
+			throttle(m, n);
+		}
+		off += span;
+	}
+	return 0;
+}
+
+/* ---- one run of a move --------------------------------------------------------------------- */
+
+static void set_state(struct move *m, enum move_state state, int error)
+{
+	pthread_mutex_lock(&mv.lock);
+	m->state = state;
+	if (error)
+		m->error = error;
+	pthread_mutex_unlock(&mv.lock);
+}
+
+/* Why the run should stop between units: 0 (go on), or what asked. */
+enum stop_why { GO_ON, STOPPING, PAUSING, CANCELLING };
+
+static enum stop_why should_stop(struct move *m)
+{
+	enum stop_why why = GO_ON;
+
+	pthread_mutex_lock(&mv.lock);
+	if (mv.stop)
+		why = STOPPING;
+	else if (m->want_cancel && !m->cancelling)
+		why = CANCELLING;
+	else if (m->want_pause)
+		why = PAUSING;
+	pthread_mutex_unlock(&mv.lock);
+	return why;
+}
+
+/* Move every unit of m's chunk not on m->to. Returns why it stopped. */
+static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const struct census *c)
+{
+	const struct cfs_extent_geom *g = &FS()->geom;
+	uint64_t pending_seq = 0, pending_lo = 0;
+	bool guarded = false;
+	enum stop_why why = GO_ON;
+	uint64_t started = now_ns();
+
+	mv.bucket_start_ns = started;
+	mv.bucket_bytes = 0;
+	for (uint64_t i = 0; i < c->away; i++) {
+		uint64_t fu = c->list[i].file_unit, to_unit, seq;
+		int ret;
+
+		why = should_stop(m);
+		if (why != GO_ON)
+			break;
+		if (!take_reserved(m, &to_unit)) {
+			/* Units mapped on the old store after the census
+			 * (writes before the placement was logged). */
+			struct cfs_unit_run *more;
+			unsigned n;
+
+			if (cfs_ns_move_reserve(FS(), m->to, c->away - i, &more, &n)) {
+				log_nospace(m->ino, m->to, c->away - i);
+				set_state(m, MS_NOSPACE, -ENOSPC);
+				break;
+			}
+			release_reserved(m);
+			m->runs = more;
+			m->run_count = n;
+			take_reserved(m, &to_unit);
+		}
+		if (pending_seq && cfs_journal_durable_seq(FS()->journal) >= pending_seq)
+			pending_seq = 0; /* the switched units are durable: released */
+		cfs_data_guard_set(inode, pending_seq ? pending_lo : fu << g->unit_shift,
+				   (fu + 1) << g->unit_shift);
+		guarded = true;
+		cfs_data_guard_drain(inode);
+		ret = copy_unit(m, inode, fu, c->list[i].store_unit, to_unit);
+		if (!ret)
+			ret = cfs_ns_move_switch(FS(), inode, fu, c->list[i].store_unit, to_unit,
+						 &seq);
+		if (ret == -ESTALE) {
+			/* Punched or truncated meanwhile: nothing to move. */
+			cfs_ns_move_unreserve(FS(), to_unit, 1);
+			pthread_mutex_lock(&mv.lock);
+			m->total_bytes -= g->unit_bytes;
+			pthread_mutex_unlock(&mv.lock);
+			continue;
+		}
+		if (ret) {
+			cfs_ns_move_unreserve(FS(), to_unit, 1);
+			cfs_fs_log(FS(), "move of inode %" PRIu64 ": file unit %" PRIu64 ": %s",
+				   m->ino, fu, strerror(-ret));
+			set_state(m, MS_ERROR, ret);
+			break;
+		}
+		if (!pending_seq)
+			pending_lo = fu << g->unit_shift;
+		pending_seq = seq;
+		cfs_journal_kick(FS()); /* group commit: not waited for here */
+		pthread_mutex_lock(&mv.lock);
+		m->done_bytes += g->unit_bytes;
+		m->moving_ns += now_ns() - started;
+		started = now_ns();
+		pthread_mutex_unlock(&mv.lock);
+	}
+	if (guarded) {
+		/* A write acknowledged into a switched unit must not be undone
+		 * by a crash that replays the old mapping: durable first. */
+		if (pending_seq)
+			cfs_journal_commit_sync(FS());
+		cfs_data_guard_clear(inode);
+	}
+	pthread_mutex_lock(&mv.lock);
+	m->moving_ns += now_ns() - started;
+	pthread_mutex_unlock(&mv.lock);
+	return why;
+}
+
+static void run_move(struct move *m)
+{
+	struct cfs_ns_stat_view nv;
+	struct census c = {.to = m->to};
+	enum stop_why why;
+	int ret;
+
+	ret = cfs_ns_stat_pin(FS(), m->ino, &nv);
+	if (ret) {
+		release_reserved(m);
+		set_state(m, MS_DONE, 0); /* deleted: nothing left to move */
+		return;
+	}
+	ret = take_census(m->ino, &c, true);
+	if (ret) {
+		set_state(m, MS_ERROR, ret);
+		goto out;
+	}
+	if (!m->runs && c.away) {
+		ret = cfs_ns_move_reserve(FS(), m->to, c.away, &m->runs, &m->run_count);
+		if (ret) {
+			if (ret == -ENOSPC)
+				log_nospace(m->ino, m->to, c.away);
+			set_state(m, ret == -ENOSPC ? MS_NOSPACE : MS_ERROR, ret);
+			goto out;
+		}
+		m->run_next = 0;
+		m->run_used = 0;
+	}
+	pthread_mutex_lock(&mv.lock);
+	m->total_bytes = m->done_bytes + c.away * FS()->geom.unit_bytes;
+	m->state = m->cancelling ? MS_CANCELLING : MS_MOVING;
+	pthread_mutex_unlock(&mv.lock);
+
+	why = run_units(m, nv.inode, &c);
+	if (m->state == MS_NOSPACE || m->state == MS_ERROR) {
+		release_reserved(m);
+		goto out;
+	}
+	switch (why) {
+	case STOPPING:
+		set_state(m, MS_QUEUED, 0); /* the next mount resumes it */
+		break;
+	case PAUSING:
+		set_state(m, MS_PAUSED, 0);
+		break;
+	case CANCELLING:
+		/* Back where it came from: the same walk the other way. */
+		release_reserved(m);
+		pthread_mutex_lock(&mv.lock);
+		m->cancelling = true;
+		m->want_cancel = false;
+		{
+			uint32_t t = m->to;
+
+			m->to = m->from;
+			m->from = t;
+		}
+		m->done_bytes = 0;
+		m->state = MS_CANCELLING;
+		pthread_mutex_unlock(&mv.lock);
+		persist(m, m->to, m->from);
+		break;
+	case GO_ON:
+		release_reserved(m);
+		/* Placed on `to`, nothing left to finish. */
+		ret = persist(m, m->to, CFS_STORE_NONE);
+		if (ret && ret != -ENOENT) {
+			set_state(m, MS_ERROR, ret);
+			break;
+		}
+		if (c.pieces)
+			cfs_fs_log(FS(),
+				   "move of inode %" PRIu64 ": %" PRIu64
+				   " small-file pieces stay where they are",
+				   m->ino, c.pieces);
+		set_state(m, MS_DONE, 0);
+		break;
+	}
+out:
+	free(c.list);
+	cfs_ns_unpin(FS(), nv.inode);
+}
+
+static void *mover_thread(void *arg)
+{
+	struct cfs_ioq_config cfg = {.depth = 8};
+
+	(void)arg;
+	if (cfs_ioq_create(mv.d->io, &cfg, &mv.q) ||
+	    posix_memalign((void **)&mv.buf, 4096, MOVE_IO_BYTES)) {
+		cfs_fs_log(FS(), "mover: cannot set up its queue: moves do not run");
+		pthread_mutex_lock(&mv.lock);
+		for (struct move *m = mv.moves; m; m = m->next)
+			if (active(m))
+				m->state = MS_ERROR;
+		mv.stop = true;
+		pthread_mutex_unlock(&mv.lock);
+		return NULL;
+	}
+	pthread_mutex_lock(&mv.lock);
+	while (!mv.stop) {
+		struct move *next = NULL;
+
+		for (struct move *m = mv.moves; m && !next; m = m->next)
+			if (m->state == MS_QUEUED || m->state == MS_CANCELLING)
+				next = m;
+		if (!next) {
+			pthread_cond_wait(&mv.wake, &mv.lock);
+			continue;
+		}
+		next->state = next->cancelling ? MS_CANCELLING : MS_MOVING;
+		pthread_mutex_unlock(&mv.lock);
+		run_move(next);
+		pthread_mutex_lock(&mv.lock);
+		if (next->cancelling && next->state == MS_DONE) {
+			/* A finished cancel leaves no move behind. */
+			struct move **pp = &mv.moves;
+
+			while (*pp != next)
+				pp = &(*pp)->next;
+			*pp = next->next;
+			free(next);
+		}
+	}
+	pthread_mutex_unlock(&mv.lock);
+	return NULL;
+}
+
+/* ---- the API ------------------------------------------------------------------------------ */
+
+int cfs_mover_start(struct cfs_daemon *d)
+{
+	uint64_t *inos = NULL;
+	unsigned count = 0;
+	int ret;
+
+	mv.d = d;
+	if (d->ram || d->read_only)
+		return 0;
+	ret = cfs_ns_moves_pending(d->fs, &inos, &count);
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < count; i++) {
+		struct cfs_place place;
+		struct move *m;
+
+		if (cfs_ns_place_get(d->fs, inos[i], &place))
+			continue;
+		m = calloc(1, sizeof(*m));
+		if (!m) {
+			ret = -ENOMEM;
+			break;
+		}
+		m->ino = inos[i];
+		m->to = place.store;
+		m->from = place.from;
+		m->rate_bytes = place.rate_bytes;
+		m->want_pause = place.flags & CFS_JREC_PLACE_PAUSED;
+		m->state = m->want_pause ? MS_PAUSED : MS_QUEUED;
+		m->next = mv.moves;
+		mv.moves = m;
+	}
+	free(inos);
+	if (count)
+		cfs_fs_log(d->fs, "mover: %u move%s to finish", count, count == 1 ? "" : "s");
+	if (ret)
+		return ret;
+	ret = pthread_create(&mv.thread, NULL, mover_thread, NULL);
+	if (ret)
+		return -ret;
+	mv.started = true;
+	return 0;
+}
+
+void cfs_mover_stop(void)
+{
+	if (mv.started) {
+		pthread_mutex_lock(&mv.lock);
+		mv.stop = true;
+		pthread_cond_broadcast(&mv.wake);
+		pthread_mutex_unlock(&mv.lock);
+		pthread_join(mv.thread, NULL);
+		mv.started = false;
+	}
+	while (mv.moves) {
+		struct move *m = mv.moves;
+
+		mv.moves = m->next;
+		release_reserved(m);
+		free(m);
+	}
+	if (mv.q)
+		cfs_ioq_destroy(mv.q);
+	mv.q = NULL;
+	free(mv.buf);
+	mv.buf = NULL;
+}
+
+int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
+{
+	struct census c = {.to = to};
+	struct move *m;
+	struct cfs_place place;
+	struct cfs_unit_run *runs = NULL;
+	unsigned run_count = 0;
+	int ret;
+
+	if (!mv.started)
+		return -EROFS; /* read-only or RAM mount: nothing moves */
+	pthread_mutex_lock(&mv.lock);
+	m = find(ino);
+	if (m && active(m)) {
+		ret = m->to == to && !m->cancelling ? 0 : -EBUSY;
+		if (!ret && rate_bytes)
+			__atomic_store_n(&m->rate_bytes, rate_bytes, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&mv.lock);
+		return ret;
+	}
+	pthread_mutex_unlock(&mv.lock);
+
+	ret = take_census(ino, &c, false);
+	if (ret)
+		return ret;
+	if (c.away == 0) {
+		/* Nothing to move: only placed (new units go there). */
+		place = (struct cfs_place){to, CFS_STORE_NONE, 0, 0};
+		return cfs_ns_place_set(FS(), ino, &place);
+	}
+	ret = cfs_ns_move_reserve(FS(), to, c.away, &runs, &run_count);
+	if (ret) {
+		if (ret == -ENOSPC)
+			log_nospace(ino, to, c.away);
+		return ret;
+	}
+	place = (struct cfs_place){to, c.from, 0, rate_bytes};
+	ret = cfs_ns_place_set(FS(), ino, &place);
+	if (ret)
+		goto out_unreserve;
+
+	pthread_mutex_lock(&mv.lock);
+	m = find(ino);
+	if (m && active(m)) {
+		/* Another request of the same chunk won the race. */
+		ret = m->to == to ? 0 : -EBUSY;
+		pthread_mutex_unlock(&mv.lock);
+		goto out_unreserve;
+	}
+	if (!m) {
+		m = calloc(1, sizeof(*m));
+		if (!m) {
+			pthread_mutex_unlock(&mv.lock);
+			ret = -ENOMEM;
+			goto out_unreserve;
+		}
+		m->next = mv.moves;
+		mv.moves = m;
+	} else {
+		release_reserved(m);
+	}
+	*m = (struct move){.ino = ino,
+			   .to = to,
+			   .from = c.from,
+			   .rate_bytes = rate_bytes,
+			   .state = MS_QUEUED,
+			   .total_bytes = c.away * FS()->geom.unit_bytes,
+			   .runs = runs,
+			   .run_count = run_count,
+			   .next = m->next};
+	pthread_cond_broadcast(&mv.wake);
+	pthread_mutex_unlock(&mv.lock);
+	return 0;
+
+out_unreserve:
+	for (unsigned i = 0; i < run_count; i++)
+		cfs_ns_move_unreserve(FS(), runs[i].first_unit, runs[i].count);
+	free(runs);
+	return ret;
+}
+
+int cfs_mover_pause(uint64_t ino, bool pause)
+{
+	struct move *m;
+	struct move copy;
+
+	pthread_mutex_lock(&mv.lock);
+	m = find(ino);
+	if (!m || !active(m)) {
+		pthread_mutex_unlock(&mv.lock);
+		return -ENOENT;
+	}
+	m->want_pause = pause;
+	if (!pause && m->state == MS_PAUSED) {
+		m->state = m->cancelling ? MS_CANCELLING : MS_QUEUED;
+		pthread_cond_broadcast(&mv.wake);
+	}
+	copy = *m;
+	pthread_mutex_unlock(&mv.lock);
+	return persist(&copy, copy.to, copy.from);
+}
+
+int cfs_mover_cancel(uint64_t ino)
+{
+	struct move *m;
+
+	pthread_mutex_lock(&mv.lock);
+	m = find(ino);
+	if (!m || !active(m)) {
+		pthread_mutex_unlock(&mv.lock);
+		return -ENOENT;
+	}
+	if (!m->cancelling) {
+		m->want_cancel = true;
+		m->want_pause = false;
+		if (m->state == MS_PAUSED || m->state == MS_QUEUED) {
+			/* Not running: the thread takes it up as a cancel. */
+			m->state = MS_QUEUED;
+		}
+		pthread_cond_broadcast(&mv.wake);
+	}
+	pthread_mutex_unlock(&mv.lock);
+	return 0;
+}
+
+size_t cfs_mover_render(uint64_t ino, char *text, size_t max)
+{
+	char from[CFS_LABEL_BYTES + 16], to[CFS_LABEL_BYTES + 16];
+	struct move m;
+	struct move *found;
+	uint64_t rate;
+
+	pthread_mutex_lock(&mv.lock);
+	found = find(ino);
+	if (found)
+		m = *found;
+	pthread_mutex_unlock(&mv.lock);
+	if (!found)
+		return (size_t)snprintf(text, max, "state=none");
+	store_name(m.from, from, sizeof(from));
+	store_name(m.to, to, sizeof(to));
+	rate = m.moving_ns ? (uint64_t)((double)m.done_bytes * 1e9 / (double)m.moving_ns) : 0;
+	return (size_t)snprintf(text, max,
+				"state=%s from=%s to=%s done=%" PRIu64 " total=%" PRIu64
+				" rate=%" PRIu64 " limit=%" PRIu64,
+				state_names[m.state], from, to, m.done_bytes, m.total_bytes, rate,
+				m.rate_bytes);
+}
