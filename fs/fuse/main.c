@@ -6,6 +6,7 @@
  *   chunkfs SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]
  *   mount.chunkfs SOURCE MOUNTPOINT [-sfnv] [-o opts]        (mount(8) helper)
  *   chunkfs stat [...]            statistics of mounted chunks (fs/stats/statcmd.c)
+ *   chunkfs move [...]            move a chunk to another store (fs/fuse/movecmd.c)
  *
  * The sequence (fs/DAEMON.md, "Mount, daemonizing, exit"):
  *   1. parse and check every option (usage errors exit 1);
@@ -70,6 +71,7 @@
 #include "fs/meta/pool.h"
 #include "fs/fuse/killpriv.h"
 #include "fs/fuse/move.h"
+#include "fs/fuse/movecmd.h"
 #include "fs/fuse/tmpfile.h"
 #include "fs/stats/statcmd.h"
 #include "fs/fuse/transport_uring.h"
@@ -177,6 +179,8 @@ static void usage(FILE *f, const char *prog)
 		"       %s -o ram,size=SIZE[,dio_align=N][,mlock][,hugepages] NAME MOUNTPOINT\n"
 		"       chunkfs stat [-i SECONDS [-c COUNT]] [-z] [--json | --prom]\n"
 		"                    [MOUNTPOINT | CHUNK ...]\n"
+		"       chunkfs move [--wait | --no-wait] [--rate RATE] CHUNK STORE\n"
+		"       chunkfs move --pause | --resume | --cancel | --status CHUNK\n"
 		"\n"
 		"SOURCE is a block device or image file formatted by mkchunkfs, or a Ceph\n"
 		"RBD image, rbd:POOL/IMAGE or rbd:POOL/NAMESPACE/IMAGE.\n"
@@ -1368,6 +1372,9 @@ int main(int argc, char **argv)
 	 * (A store file named "stat" in the current directory is ./stat.) */
 	if (argc >= 2 && strcmp(argv[1], "stat") == 0 && strncmp(base_name(argv[0]), "mount.", 6))
 		return cfs_statcmd_main(argc - 1, argv + 1);
+	/* `chunkfs move ...`: a client of user.chunkfs.move (fs/fuse/movecmd.c). */
+	if (argc >= 2 && strcmp(argv[1], "move") == 0 && strncmp(base_name(argv[0]), "mount.", 6))
+		return cfs_movecmd_main(argc - 1, argv + 1);
 	fuse_set_log_func(log_func);
 	if (parse_args(&o, argc, argv))
 		return EXIT_USAGE;

@@ -649,11 +649,15 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 	pthread_mutex_lock(&mv.lock);
 	m = find(ino);
 	if (m && active(m)) {
+		struct move copy;
+
 		ret = m->to == to && !m->cancelling ? 0 : -EBUSY;
 		if (!ret && rate_bytes)
 			__atomic_store_n(&m->rate_bytes, rate_bytes, __ATOMIC_RELAXED);
+		copy = *m;
 		pthread_mutex_unlock(&mv.lock);
-		return ret;
+		/* A new rate is kept for the next mount too. */
+		return ret || !rate_bytes ? ret : persist(&copy, copy.to, copy.from);
 	}
 	pthread_mutex_unlock(&mv.lock);
 

@@ -171,6 +171,36 @@ wait_moved /proc/$$/fd/7 ssd0
 exec 7<&-
 cfs_log "bad input refused cleanly; an unlinked, open chunk moved"
 
+# --- chunkfs move ----------------------------------------------------------------------------
+cm=$CFS_BIN/chunkfs
+dd if=/dev/urandom of="$mnt/db/cli" bs=1M count=40 oflag=direct 2>/dev/null
+sum=$(md5sum <"$mnt/db/cli")
+out=$("$cm" move "$mnt/db/cli" ssd0) || cfs_fail "chunkfs move failed: $out"
+[[ $out == "moved $mnt/db/cli to ssd0: 40.0 MiB in "* ]] || cfs_fail "chunkfs move said: $out"
+[ "$(where "$mnt/db/cli")" = ssd0 ] || cfs_fail "chunkfs move left the chunk on $(where "$mnt/db/cli")"
+"$cm" move "$mnt/db/cli" ssd0 >/dev/null || cfs_fail "chunkfs move to the store it is on failed"
+"$cm" move --no-wait --rate 8M "$mnt/db/cli" hdd0 || cfs_fail "chunkfs move --no-wait failed"
+st=$("$cm" move --status "$mnt/db/cli")
+[[ $st == "state=moving from=ssd0 to=hdd0 "*" limit=8388608" ]] || cfs_fail "chunkfs move --status: $st"
+cfs_expect_exit 1 "$cm" move "$mnt/db/cli" ssd0
+grep -q "is being moved to another store" <<<"$out" || cfs_fail "a second move said: $out"
+"$cm" move --pause "$mnt/db/cli" || cfs_fail "chunkfs move --pause"
+"$cm" move --resume "$mnt/db/cli" || cfs_fail "chunkfs move --resume"
+"$cm" move --cancel "$mnt/db/cli" || cfs_fail "chunkfs move --cancel"
+wait_moved "$mnt/db/cli" ssd0
+cfs_expect_exit 1 "$cm" move "$mnt/db/cli" tiny
+grep -q "not enough room on tiny: it has .* free, the chunk needs up to 40.0 MiB; nothing was changed" \
+	<<<"$out" || cfs_fail "chunkfs move to a full store said: $out"
+cfs_expect_exit 1 "$cm" move "$mnt/db/cli" nosuch
+grep -q "no store nosuch in this pool" <<<"$out" || cfs_fail "chunkfs move to no store said: $out"
+cfs_expect_exit 1 "$cm" move --cancel "$mnt/db/cli"
+grep -q "no move to change" <<<"$out" || cfs_fail "a cancel without a move said: $out"
+cfs_expect_exit 2 "$cm" move "$mnt/db/cli"
+cfs_expect_exit 2 "$cm" move --pause --cancel "$mnt/db/cli"
+cfs_expect_exit 2 "$cm" move "$mnt/db/cli" ssd0 extra
+[ "$(md5sum <"$mnt/db/cli")" = "$sum" ] || cfs_fail "chunkfs move changed the chunk"
+cfs_log "chunkfs move: wait, --no-wait, --status, --rate, pause, resume, cancel, refusals"
+
 cfs_umount "$mnt" || cfs_fail "unmount"
 "$fsck" "$pool" >/dev/null || cfs_fail "fsck after the moves: $("$fsck" "$pool")"
 cfs_mount "$pool" "$mnt"
