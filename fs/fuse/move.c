@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +64,9 @@ static const char *const state_names[] = {
 
 struct move {
 	uint64_t ino;
-	uint32_t to;   /* where the units go */
-	uint32_t from; /* where they came from: a cancel returns there */
-	uint64_t rate_bytes;
+	uint32_t to;		     /* where the units go */
+	uint32_t from;		     /* where they came from: a cancel returns there */
+	_Atomic uint64_t rate_bytes; /* read by the copy without the lock */
 	enum move_state state;
 	bool cancelling; /* the run in progress takes units back (a cancel) */
 	bool want_pause;
@@ -91,7 +92,7 @@ struct unit_ref {
 static struct mover {
 	struct cfs_daemon *d;
 	pthread_t thread;
-	bool started;
+	_Atomic bool started; /* read by the loops' requests */
 	pthread_mutex_t lock; /* everything below */
 	pthread_cond_t wake;
 	bool stop;
@@ -250,12 +251,43 @@ static int take_census(uint64_t ino, struct census *c, bool list)
 	return ret;
 }
 
-static int persist(const struct move *m, uint32_t store, uint32_t from)
-{
-	struct cfs_place place = {store, from, m->want_pause ? CFS_JREC_PLACE_PAUSED : 0,
-				  from == CFS_STORE_NONE ? 0 : m->rate_bytes};
+/* What a move's placement record says (fields read under mv.lock). */
+struct move_place {
+	uint64_t ino;
+	uint32_t to;
+	uint32_t from;
+	bool paused;
+	uint64_t rate_bytes;
+};
 
-	return cfs_ns_place_set(FS(), m->ino, &place);
+/* [lock] */
+static struct move_place place_of(const struct move *m)
+{
+	return (struct move_place){m->ino, m->to, m->from, m->want_pause,
+				   atomic_load_explicit(&m->rate_bytes, memory_order_relaxed)};
+}
+
+/* Log the placement: store `to`, a move from `from` to finish
+ * (CFS_STORE_NONE: none). */
+static int persist(const struct move_place *p)
+{
+	struct cfs_place place = {p->to, p->from, p->paused ? CFS_JREC_PLACE_PAUSED : 0,
+				  p->from == CFS_STORE_NONE ? 0 : p->rate_bytes};
+
+	return cfs_ns_place_set(FS(), p->ino, &place);
+}
+
+/* persist() of m as it is now (the mover's thread). */
+static int persist_now(struct move *m, bool finished)
+{
+	struct move_place p;
+
+	pthread_mutex_lock(&mv.lock);
+	p = place_of(m);
+	pthread_mutex_unlock(&mv.lock);
+	if (finished)
+		p.from = CFS_STORE_NONE;
+	return persist(&p);
 }
 
 /* ---- the copy ---------------------------------------------------------------------------- */
@@ -264,7 +296,7 @@ static int persist(const struct move *m, uint32_t store, uint32_t from)
  * rate; wakes for requests every MOVE_NAP_NS. */
 static void throttle(struct move *m, uint64_t bytes)
 {
-	uint64_t rate = __atomic_load_n(&m->rate_bytes, __ATOMIC_RELAXED);
+	uint64_t rate = atomic_load_explicit(&m->rate_bytes, memory_order_relaxed);
 
 	mv.bucket_bytes += bytes;
 	if (!rate)
@@ -354,8 +386,10 @@ static enum stop_why should_stop(struct move *m)
 	return why;
 }
 
-/* Move every unit of m's chunk not on m->to. Returns why it stopped. */
-static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const struct census *c)
+/* Move every unit of m's chunk not on m->to. Returns why it stopped; *err
+ * is -ENOSPC or another error that ended it (0: none). */
+static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const struct census *c,
+			       int *err)
 {
 	const struct cfs_extent_geom *g = &FS()->geom;
 	uint64_t pending_seq = 0, pending_lo = 0;
@@ -380,7 +414,7 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 
 			if (cfs_ns_move_reserve(FS(), m->to, c->away - i, &more, &n)) {
 				log_nospace(m->ino, m->to, c->away - i);
-				set_state(m, MS_NOSPACE, -ENOSPC);
+				*err = -ENOSPC;
 				break;
 			}
 			release_reserved(m);
@@ -410,7 +444,7 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			cfs_ns_move_unreserve(FS(), to_unit, 1);
 			cfs_fs_log(FS(), "move of inode %" PRIu64 ": file unit %" PRIu64 ": %s",
 				   m->ino, fu, strerror(-ret));
-			set_state(m, MS_ERROR, ret);
+			*err = ret;
 			break;
 		}
 		if (!pending_seq)
@@ -451,6 +485,7 @@ static void run_move(struct move *m)
 	}
 	ret = take_census(m->ino, &c, true);
 	if (ret) {
+		release_reserved(m);
 		set_state(m, MS_ERROR, ret);
 		goto out;
 	}
@@ -470,9 +505,12 @@ static void run_move(struct move *m)
 	m->state = m->cancelling ? MS_CANCELLING : MS_MOVING;
 	pthread_mutex_unlock(&mv.lock);
 
-	why = run_units(m, nv.inode, &c);
-	if (m->state == MS_NOSPACE || m->state == MS_ERROR) {
+	why = run_units(m, nv.inode, &c, &ret);
+	if (ret) {
+		/* Reservations go first: once the state says it ended, a new
+		 * request may take the entry over. */
 		release_reserved(m);
+		set_state(m, ret == -ENOSPC ? MS_NOSPACE : MS_ERROR, ret);
 		goto out;
 	}
 	switch (why) {
@@ -497,12 +535,12 @@ static void run_move(struct move *m)
 		m->done_bytes = 0;
 		m->state = MS_CANCELLING;
 		pthread_mutex_unlock(&mv.lock);
-		persist(m, m->to, m->from);
+		persist_now(m, false);
 		break;
 	case GO_ON:
 		release_reserved(m);
 		/* Placed on `to`, nothing left to finish. */
-		ret = persist(m, m->to, CFS_STORE_NONE);
+		ret = persist_now(m, true);
 		if (ret && ret != -ENOENT) {
 			set_state(m, MS_ERROR, ret);
 			break;
@@ -607,19 +645,19 @@ int cfs_mover_start(struct cfs_daemon *d)
 	ret = pthread_create(&mv.thread, NULL, mover_thread, NULL);
 	if (ret)
 		return -ret;
-	mv.started = true;
+	atomic_store(&mv.started, true);
 	return 0;
 }
 
 void cfs_mover_stop(void)
 {
-	if (mv.started) {
+	if (atomic_load(&mv.started)) {
 		pthread_mutex_lock(&mv.lock);
 		mv.stop = true;
 		pthread_cond_broadcast(&mv.wake);
 		pthread_mutex_unlock(&mv.lock);
 		pthread_join(mv.thread, NULL);
-		mv.started = false;
+		atomic_store(&mv.started, false);
 	}
 	while (mv.moves) {
 		struct move *m = mv.moves;
@@ -644,20 +682,18 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 	unsigned run_count = 0;
 	int ret;
 
-	if (!mv.started)
-		return -EROFS; /* read-only or RAM mount: nothing moves */
 	pthread_mutex_lock(&mv.lock);
 	m = find(ino);
 	if (m && active(m)) {
-		struct move copy;
+		struct move_place p;
 
 		ret = m->to == to && !m->cancelling ? 0 : -EBUSY;
 		if (!ret && rate_bytes)
-			__atomic_store_n(&m->rate_bytes, rate_bytes, __ATOMIC_RELAXED);
-		copy = *m;
+			atomic_store_explicit(&m->rate_bytes, rate_bytes, memory_order_relaxed);
+		p = place_of(m);
 		pthread_mutex_unlock(&mv.lock);
 		/* A new rate is kept for the next mount too. */
-		return ret || !rate_bytes ? ret : persist(&copy, copy.to, copy.from);
+		return ret || !rate_bytes ? ret : persist(&p);
 	}
 	pthread_mutex_unlock(&mv.lock);
 
@@ -669,6 +705,8 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 		place = (struct cfs_place){to, CFS_STORE_NONE, 0, 0};
 		return cfs_ns_place_set(FS(), ino, &place);
 	}
+	if (!atomic_load(&mv.started))
+		return -EROFS; /* a read-only or RAM mount: nothing moves */
 	ret = cfs_ns_move_reserve(FS(), to, c.away, &runs, &run_count);
 	if (ret) {
 		if (ret == -ENOSPC)
@@ -723,7 +761,7 @@ out_unreserve:
 int cfs_mover_pause(uint64_t ino, bool pause)
 {
 	struct move *m;
-	struct move copy;
+	struct move_place p;
 
 	pthread_mutex_lock(&mv.lock);
 	m = find(ino);
@@ -736,9 +774,9 @@ int cfs_mover_pause(uint64_t ino, bool pause)
 		m->state = m->cancelling ? MS_CANCELLING : MS_QUEUED;
 		pthread_cond_broadcast(&mv.wake);
 	}
-	copy = *m;
+	p = place_of(m);
 	pthread_mutex_unlock(&mv.lock);
-	return persist(&copy, copy.to, copy.from);
+	return persist(&p);
 }
 
 int cfs_mover_cancel(uint64_t ino)
@@ -767,23 +805,28 @@ int cfs_mover_cancel(uint64_t ino)
 size_t cfs_mover_render(uint64_t ino, char *text, size_t max)
 {
 	char from[CFS_LABEL_BYTES + 16], to[CFS_LABEL_BYTES + 16];
-	struct move m;
+	struct move_place p;
 	struct move *found;
-	uint64_t rate;
+	enum move_state state = 0;
+	uint64_t done = 0, total = 0, moving_ns = 0, rate;
 
 	pthread_mutex_lock(&mv.lock);
 	found = find(ino);
-	if (found)
-		m = *found;
+	if (found) {
+		p = place_of(found);
+		state = found->state;
+		done = found->done_bytes;
+		total = found->total_bytes;
+		moving_ns = found->moving_ns;
+	}
 	pthread_mutex_unlock(&mv.lock);
 	if (!found)
 		return (size_t)snprintf(text, max, "state=none");
-	store_name(m.from, from, sizeof(from));
-	store_name(m.to, to, sizeof(to));
-	rate = m.moving_ns ? (uint64_t)((double)m.done_bytes * 1e9 / (double)m.moving_ns) : 0;
+	store_name(p.from, from, sizeof(from));
+	store_name(p.to, to, sizeof(to));
+	rate = moving_ns ? (uint64_t)((double)done * 1e9 / (double)moving_ns) : 0;
 	return (size_t)snprintf(text, max,
 				"state=%s from=%s to=%s done=%" PRIu64 " total=%" PRIu64
 				" rate=%" PRIu64 " limit=%" PRIu64,
-				state_names[m.state], from, to, m.done_bytes, m.total_bytes, rate,
-				m.rate_bytes);
+				state_names[state], from, to, done, total, rate, p.rate_bytes);
 }

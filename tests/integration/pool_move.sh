@@ -12,9 +12,13 @@
 #     unlinked-but-open chunk, bad values;
 #   - kill -9 of the daemon at random points of moves (10 cycles): fsck
 #     clean, the next mount resumes the move, the data is intact.
+# Under BUILD=tsan the daemons run with ThreadSanitizer and any report fails
+# the test. POOL_MOVE_CYCLES sets the kill -9 cycles (default 10).
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd getfattr setfattr fio python3
+cfs_tsan_watch
 
 mk=$CFS_BIN/mkchunkfs
 fsck=$CFS_BIN/fsck.chunkfs
@@ -121,7 +125,7 @@ cfs_log "holes stay holes, unwritten sectors unwritten ($(wc -l <<<"$ext") data 
 # --- progress, rate, pause, resume, cancel ---------------------------------------------
 dd if=/dev/urandom of="$mnt/db/big" bs=1M count=48 oflag=direct 2>/dev/null
 sum=$(md5sum <"$mnt/db/big")
-setfattr -n user.chunkfs.move -v "to=ssd0 rate=16M" "$mnt/db/big"
+setfattr -n user.chunkfs.move -v "to=ssd0 rate=8M" "$mnt/db/big"
 sleep 0.5
 p=$(progress "$mnt/db/big")
 [[ $p == "state=moving from=hdd0 to=ssd0 "* ]] || cfs_fail "progress while moving: $p"
@@ -134,7 +138,7 @@ done1=$(sed 's/.* done=\([0-9]*\).*/\1/' <<<"$p")
 sleep 0.5
 done2=$(progress "$mnt/db/big" | sed 's/.* done=\([0-9]*\).*/\1/')
 [ "$done1" = "$done2" ] || cfs_fail "a paused move went on: $done1 -> $done2"
-[ "$done1" -gt 0 ] && [ "$done1" -lt $((48 * MiB)) ] || cfs_fail "done=$done1 after 0.5 s at 16 MiB/s"
+[ "$done1" -gt 0 ] && [ "$done1" -lt $((48 * MiB)) ] || cfs_fail "done=$done1 after 0.5 s at 8 MiB/s"
 # Two moves of one chunk: the same target is a no-op, another one is refused.
 setfattr -n user.chunkfs.store -v ssd0 "$mnt/db/big" || cfs_fail "the same target again was refused"
 cfs_expect_fail_with "Device or resource busy" 1 setfattr -n user.chunkfs.store -v hdd0 "$mnt/db/big"
@@ -179,9 +183,9 @@ out=$("$cm" move "$mnt/db/cli" ssd0) || cfs_fail "chunkfs move failed: $out"
 [[ $out == "moved $mnt/db/cli to ssd0: 40.0 MiB in "* ]] || cfs_fail "chunkfs move said: $out"
 [ "$(where "$mnt/db/cli")" = ssd0 ] || cfs_fail "chunkfs move left the chunk on $(where "$mnt/db/cli")"
 "$cm" move "$mnt/db/cli" ssd0 >/dev/null || cfs_fail "chunkfs move to the store it is on failed"
-"$cm" move --no-wait --rate 8M "$mnt/db/cli" hdd0 || cfs_fail "chunkfs move --no-wait failed"
+"$cm" move --no-wait --rate 2M "$mnt/db/cli" hdd0 || cfs_fail "chunkfs move --no-wait failed"
 st=$("$cm" move --status "$mnt/db/cli")
-[[ $st == "state=moving from=ssd0 to=hdd0 "*" limit=8388608" ]] || cfs_fail "chunkfs move --status: $st"
+[[ $st == "state=moving from=ssd0 to=hdd0 "*" limit=2097152" ]] || cfs_fail "chunkfs move --status: $st"
 cfs_expect_exit 1 "$cm" move "$mnt/db/cli" ssd0
 grep -q "is being moved to another store" <<<"$out" || cfs_fail "a second move said: $out"
 "$cm" move --pause "$mnt/db/cli" || cfs_fail "chunkfs move --pause"
@@ -229,3 +233,4 @@ grep -q "mover: 1 move to finish" "$CFS_WORK/chunkfs-mnt.log" || cfs_fail "no mo
 cfs_log "$cycles kill -9 cycles: fsck clean, the move resumed, the data intact"
 cfs_umount "$mnt" || cfs_fail "unmount"
 "$fsck" "$pool" >/dev/null || cfs_fail "final fsck: $("$fsck" "$pool")"
+cfs_tsan_verdict
