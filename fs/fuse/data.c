@@ -2320,12 +2320,19 @@ static void loop_destroy(struct cfs_loop *l)
 	free(l);
 }
 
-static int loop_create(struct cfs_daemon *d, unsigned index, struct cfs_loop **out)
+static size_t loop_arena_bytes(unsigned loop_count)
+{
+	size_t share = (CFS_ARENA_BUDGET_BYTES / loop_count) & ~(size_t)((1u << 20) - 1);
+
+	return share > CFS_LOOP_ARENA_MIN_BYTES ? share : CFS_LOOP_ARENA_MIN_BYTES;
+}
+
+static int loop_create(struct cfs_daemon *d, unsigned index, unsigned count, struct cfs_loop **out)
 {
 	const struct cfs_io_geometry *geo = d->geo;
 	struct cfs_ioq_config qcfg = {
 		.depth = CFS_LOOP_QUEUE_DEPTH,
-		.buffer_arena_bytes = CFS_LOOP_ARENA_BYTES,
+		.buffer_arena_bytes = loop_arena_bytes(count),
 	};
 	struct cfs_loop *l;
 	int ret;
@@ -2397,7 +2404,7 @@ int cfs_loops_create(struct cfs_daemon *d, unsigned count)
 	if (!d->loops)
 		return -ENOMEM;
 	for (d->loop_count = 0; d->loop_count < count; d->loop_count++) {
-		ret = loop_create(d, d->loop_count, &d->loops[d->loop_count]);
+		ret = loop_create(d, d->loop_count, count, &d->loops[d->loop_count]);
 		if (ret) {
 			cfs_loops_destroy(d);
 			return ret;

@@ -39,9 +39,13 @@ struct cfs_ns_zero;
  * flight. The kernel keeps at most CFS_MAX_BACKGROUND asynchronous requests
  * per mount, spread over the loops. */
 #define CFS_LOOP_CONTEXTS 128u
-/* The queue's registered buffer arena: 32 full-size requests at once; past
- * that a request falls back to an aligned heap buffer (counted). */
-#define CFS_LOOP_ARENA_BYTES (32u << 20)
+/* The loops' registered buffer arenas, together: 32 full-size requests at
+ * once, split evenly, but at least 8 per loop; past its arena a request
+ * falls back to an aligned heap buffer (counted). Registering pins the
+ * arena, so it is resident from the mount on: the budget is most of an
+ * empty daemon's memory. */
+#define CFS_ARENA_BUDGET_BYTES (32u << 20)
+#define CFS_LOOP_ARENA_MIN_BYTES (8u << 20)
 #define CFS_LOOP_QUEUE_DEPTH 512u
 
 /* Create d->loop_count = count loops (queues, arenas, contexts). 0 or -errno;
