@@ -252,9 +252,9 @@ static int open_image(struct rbd_target *t, const struct cfs_io_config *cfg)
 	return ret;
 }
 
-static int rbd_target_open(struct cfs_io *io, const struct cfs_io_config *cfg)
+int cfs_rbd_store_open(const struct cfs_io_config *cfg, struct cfs_io_geometry *geo,
+		       struct rbd_target **out)
 {
-	struct cfs_io_geometry *geo = &io->geo;
 	struct rbd_target *t;
 	uint64_t size_bytes;
 	const char *why;
@@ -316,7 +316,7 @@ static int rbd_target_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	geo->direct = true; /* no cache between us and the OSDs */
 	geo->discard_supported = !cfg->read_only;
 	geo->backend = "rbd";
-	io->priv = t;
+	*out = t;
 	return 0;
 
 out_free:
@@ -324,13 +324,26 @@ out_free:
 	return ret;
 }
 
-static void rbd_target_close(struct cfs_io *io)
+void cfs_rbd_store_close(struct rbd_target *t)
 {
-	struct rbd_target *t = io->priv;
-
 	if (t->locked)
 		cfs_rbd_lock_give(t);
 	target_free(t);
+}
+
+static int rbd_target_open(struct cfs_io *io, const struct cfs_io_config *cfg)
+{
+	struct rbd_target *t;
+	int ret = cfs_rbd_store_open(cfg, &io->geo, &t);
+
+	if (ret == 0)
+		io->priv = t;
+	return ret;
+}
+
+static void rbd_target_close(struct cfs_io *io)
+{
+	cfs_rbd_store_close(io->priv);
 	io->priv = NULL;
 }
 
@@ -403,57 +416,47 @@ static void fence(struct rbd_target *t, int err)
 				      : "lost the image's exclusive lock");
 }
 
-/* librbd's completion thread. */
-static void rbd_complete(rbd_completion_t c, void *arg)
+int cfs_rbd_aio_result(struct rbd_target *t, rbd_completion_t c, uint8_t op, uint64_t length_bytes)
 {
-	struct cfs_io_req *req = arg;
-	struct cfs_ioq *q = req->iop_private;
-	struct rbd_target *t = q->io->priv;
 	ssize_t r = rbd_aio_get_return_value(c);
-	int err = 0;
 
 	rbd_aio_release(c);
 	if (r < 0) {
-		if (r == -ESHUTDOWN || (r == -EROFS && req->op != CFS_IO_READ))
+		if (r == -ESHUTDOWN || (r == -EROFS && op != CFS_IO_READ))
 			fence(t, (int)r);
-		err = r == -ENOSPC || r == -EDQUOT ? ENOSPC : EIO;
-	} else if (req->op == CFS_IO_READ && (uint64_t)r != req->length_bytes) {
-		err = EIO;
+		return r == -ENOSPC || r == -EDQUOT ? ENOSPC : EIO;
 	}
-	finish(q, req, err);
+	if (op == CFS_IO_READ && (uint64_t)r != length_bytes)
+		return EIO;
+	return 0;
 }
 
-static int rbd_queue_req(struct cfs_ioq *q, struct cfs_io_req *req)
+int cfs_rbd_aio(struct rbd_target *t, uint8_t op, uint64_t offset_bytes, uint64_t length_bytes,
+		void *buf, rbd_callback_t cb, void *arg)
 {
-	struct rbd_queue *rq = q->priv;
-	struct rbd_target *t = q->io->priv;
 	rbd_completion_t c;
 	int ret;
 
-	req->iop_private = q;
-	if (atomic_load_explicit(&t->fenced, memory_order_relaxed)) {
-		finish(q, req, EIO);
-		rq->staged++;
-		return 0;
-	}
-	ret = rbd_aio_create_completion(req, rbd_complete, &c);
+	if (atomic_load_explicit(&t->fenced, memory_order_relaxed))
+		return -ESHUTDOWN;
+	ret = rbd_aio_create_completion(arg, cb, &c);
 	if (ret < 0)
 		return ret;
-	switch (req->op) {
+	switch (op) {
 	case CFS_IO_READ:
-		ret = rbd_aio_read(t->image, req->offset_bytes, req->length_bytes, req->buf, c);
+		ret = rbd_aio_read(t->image, offset_bytes, length_bytes, buf, c);
 		break;
 	case CFS_IO_WRITE:
-		ret = rbd_aio_write(t->image, req->offset_bytes, req->length_bytes, req->buf, c);
+		ret = rbd_aio_write(t->image, offset_bytes, length_bytes, buf, c);
 		break;
 	case CFS_IO_FLUSH:
 		ret = rbd_aio_flush(t->image, c);
 		break;
 	case CFS_IO_DISCARD:
-		ret = rbd_aio_discard(t->image, req->offset_bytes, req->length_bytes, c);
+		ret = rbd_aio_discard(t->image, offset_bytes, length_bytes, c);
 		break;
 	case CFS_IO_ZERO:
-		ret = rbd_aio_write_zeroes(t->image, req->offset_bytes, req->length_bytes, c, 0, 0);
+		ret = rbd_aio_write_zeroes(t->image, offset_bytes, length_bytes, c, 0, 0);
 		break;
 	default:
 		CFS_ASSERT(!"op validated by cfs_ioq_queue");
@@ -463,6 +466,32 @@ static int rbd_queue_req(struct cfs_ioq *q, struct cfs_io_req *req)
 		rbd_aio_release(c);
 		return ret;
 	}
+	return 0;
+}
+
+/* librbd's completion thread. */
+static void rbd_complete(rbd_completion_t c, void *arg)
+{
+	struct cfs_io_req *req = arg;
+	struct cfs_ioq *q = req->iop_private;
+
+	finish(q, req, cfs_rbd_aio_result(q->io->priv, c, req->op, req->length_bytes));
+}
+
+static int rbd_queue_req(struct cfs_ioq *q, struct cfs_io_req *req)
+{
+	struct rbd_queue *rq = q->priv;
+	int ret;
+
+	req->iop_private = q;
+	ret = cfs_rbd_aio(q->io->priv, req->op, req->offset_bytes, req->length_bytes, req->buf,
+			  rbd_complete, req);
+	if (ret == -ESHUTDOWN) { /* fenced: never reaches librbd */
+		finish(q, req, EIO);
+		ret = 0;
+	}
+	if (ret < 0)
+		return ret;
 	rq->staged++;
 	return 0;
 }

@@ -63,7 +63,8 @@
  * -EINTR are resubmitted as they are.
  *
  * Pools (iopath.h, "pools"): the target holds up to CFS_IO_STORES_MAX
- * stores (one fd each) and a route table from pool addresses to stores. A
+ * stores (one fd each, or an RBD image reached through librbd: see "RBD
+ * stores" below) and a route table from pool addresses to stores. A
  * request is routed when its SQE is prepared (again for each resubmission);
  * store 0 is the ring's registered file, other stores go by plain fd. A
  * FLUSH with more than one store open becomes one fsync per store that
@@ -79,6 +80,7 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <liburing.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,7 @@
 
 #include "fs/base/counter.h"
 #include "iopath/backend.h"
+#include "iopath/rbd.h"
 
 #ifndef BLOCK_URING_CMD_DISCARD
 #define BLOCK_URING_CMD_DISCARD _IO(0x12, 0) /* linux/fs.h, 6.12+ */
@@ -107,8 +110,9 @@
 _Static_assert(_Alignof(struct cfs_io_req) > TAG_MASK, "user_data tags need alignment");
 
 struct uring_store {
-	atomic_int fd; /* -1: no store at this index (atomic: stores come and go
-			* while other threads route requests) */
+	atomic_int fd;			  /* -1: no file store at this index (atomic: stores come
+					   * and go while other threads route requests) */
+	_Atomic(struct rbd_target *) rbd; /* an RBD image: librbd, not the ring */
 	bool is_blk;
 	atomic_bool zero_by_punch;    /* ZERO_RANGE unsupported (tmpfs) */
 	atomic_bool discard_by_ioctl; /* no BLOCK_URING_CMD_DISCARD (< 6.12) */
@@ -137,14 +141,25 @@ struct uring_target {
 struct flush_part {
 	struct cfs_io_req *req;
 	unsigned store;
-	struct flush_part *next; /* the queue's free list */
+	struct flush_part *next; /* the queue's free list; the RBD done list */
+	struct cfs_ioq *q;	 /* an RBD part: the queue it finishes on */
+	int rbd_err;		 /* an RBD part: 0 or a positive errno */
 } __attribute__((aligned(8)));
 
 #define FLUSH_PARTS (2 * CFS_IO_STORES_MAX)
 
 struct uring_queue {
 	struct io_uring ring;
-	int event_fd; /* -1 until asked for */
+	/* Written by the ring for every completion once registered (when the
+	 * event loop asks for it, or an RBD store is used) and by librbd's
+	 * completions: one fd for a loop to wait on. */
+	int event_fd;
+	bool event_fd_registered;
+	/* Requests and flush parts librbd finished (LIFO, by iop_next and
+	 * next), and how many are still with librbd. */
+	_Atomic(struct cfs_io_req *) rbd_done;
+	_Atomic(struct flush_part *) rbd_parts_done;
+	atomic_uint rbd_inflight;
 	bool file_registered;
 	bool single_thread; /* CFS_IOQ_SINGLE_THREAD */
 	struct flush_part parts[FLUSH_PARTS];
@@ -192,7 +207,26 @@ static int open_target(const struct cfs_io_config *cfg, bool *direct)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Open one store into st (its fd and geometry). 0 or -errno. */
+/* A store at this index: a file or an RBD image. */
+static bool store_used(const struct uring_store *st)
+{
+	return atomic_load_explicit(&st->fd, memory_order_relaxed) >= 0 ||
+	       atomic_load_explicit(&st->rbd, memory_order_relaxed);
+}
+
+static void close_store(struct uring_store *st)
+{
+	struct rbd_target *rbd = atomic_exchange(&st->rbd, NULL);
+
+	if (rbd)
+		cfs_rbd_store_close(rbd);
+	if (st->fd >= 0)
+		close(st->fd);
+	atomic_store(&st->fd, -1);
+}
+
+/* Open one store into st (its fd, or its RBD image, and geometry). 0 or
+ * -errno. */
 static int open_store(const struct cfs_io_config *cfg, struct uring_store *st)
 {
 	struct cfs_io_geometry *geo = &st->geo;
@@ -206,6 +240,18 @@ static int open_store(const struct cfs_io_config *cfg, struct uring_store *st)
 	atomic_init(&st->discard_by_ioctl, false);
 	atomic_init(&st->dirty, false);
 	atomic_init(&st->flushes, 0);
+	if (cfs_source_is_rbd(cfg->path)) {
+		/* librbd says why it failed; its lock fences the image as a
+		 * store of its own (rbd_lock.c). */
+		struct rbd_target *rbd;
+
+		ret = cfs_rbd_store_open(cfg, geo, &rbd);
+		if (ret)
+			return ret;
+		st->is_blk = false;
+		atomic_store(&st->rbd, rbd);
+		return 0;
+	}
 	ret = open_target(cfg, &direct);
 	if (ret < 0)
 		return ret;
@@ -287,8 +333,10 @@ static int uring_open(struct cfs_io *io, const struct cfs_io_config *cfg)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	for (unsigned i = 0; i < CFS_IO_STORES_MAX; i++)
+	for (unsigned i = 0; i < CFS_IO_STORES_MAX; i++) {
 		atomic_init(&t->store[i].fd, -1);
+		atomic_init(&t->store[i].rbd, NULL);
+	}
 	ret = pthread_mutex_init(&t->admin_lock, NULL);
 	if (ret) {
 		free(t);
@@ -314,8 +362,8 @@ static void uring_close(struct cfs_io *io)
 	struct uring_routes *r = atomic_load(&t->routes);
 
 	for (unsigned i = 0; i < CFS_IO_STORES_MAX; i++)
-		if (t->store[i].fd >= 0)
-			close(t->store[i].fd);
+		if (store_used(&t->store[i]))
+			close_store(&t->store[i]);
 	while (r) {
 		struct uring_routes *older = r->older;
 
@@ -382,7 +430,7 @@ static void update_geometry(struct cfs_io *io)
 		size = last->pool_offset_bytes + last->length_bytes;
 	}
 	for (unsigned i = 0; i < atomic_load(&t->stores); i++)
-		if (t->store[i].fd >= 0 && !t->store[i].geo.discard_supported)
+		if (store_used(&t->store[i]) && !t->store[i].geo.discard_supported)
 			discard = false;
 	io->geo.discard_supported = discard;
 	__atomic_store_n(&io->geo.size_bytes, size, __ATOMIC_RELEASE);
@@ -401,7 +449,7 @@ static int uring_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
 	c.exclusive = cfg->exclusive;
 	c.size_bytes = 0;
 	pthread_mutex_lock(&t->admin_lock);
-	for (index = 1; index < CFS_IO_STORES_MAX && t->store[index].fd >= 0; index++)
+	for (index = 1; index < CFS_IO_STORES_MAX && store_used(&t->store[index]); index++)
 		;
 	if (index == CFS_IO_STORES_MAX) {
 		ret = -EMFILE;
@@ -415,8 +463,7 @@ static int uring_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
 			"chunkfs: %s: %u-byte logical sectors, the pool's first store has %u\n",
 			cfg->path, t->store[index].geo.logical_sector_bytes,
 			io->geo.logical_sector_bytes);
-		close(t->store[index].fd);
-		t->store[index].fd = -1;
+		close_store(&t->store[index]);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -425,8 +472,7 @@ static int uring_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
 		fprintf(stderr,
 			"chunkfs: %s: needs %u-byte aligned buffers, the pool's first store %u\n",
 			cfg->path, t->store[index].geo.mem_align_bytes, io->geo.mem_align_bytes);
-		close(t->store[index].fd);
-		t->store[index].fd = -1;
+		close_store(&t->store[index]);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -450,7 +496,7 @@ static const struct cfs_io_geometry *uring_store_geometry(const struct cfs_io *i
 {
 	const struct uring_target *t = io->priv;
 
-	if (store >= CFS_IO_STORES_MAX || t->store[store].fd < 0)
+	if (store >= CFS_IO_STORES_MAX || !store_used(&t->store[store]))
 		return NULL;
 	return &t->store[store].geo;
 }
@@ -478,11 +524,10 @@ static int uring_drop_store(struct cfs_io *io, unsigned store)
 	int ret = 0;
 
 	pthread_mutex_lock(&t->admin_lock);
-	if (store >= CFS_IO_STORES_MAX || t->store[store].fd < 0) {
+	if (store >= CFS_IO_STORES_MAX || !store_used(&t->store[store])) {
 		ret = -EINVAL;
 	} else {
-		close(t->store[store].fd);
-		t->store[store].fd = -1;
+		close_store(&t->store[store]);
 		update_geometry(io);
 	}
 	pthread_mutex_unlock(&t->admin_lock);
@@ -536,7 +581,16 @@ static int uring_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 	uq = calloc(1, sizeof(*uq));
 	if (!uq)
 		return -ENOMEM;
-	uq->event_fd = -1;
+	atomic_init(&uq->rbd_done, NULL);
+	atomic_init(&uq->rbd_parts_done, NULL);
+	atomic_init(&uq->rbd_inflight, 0);
+	/* Made now: librbd's completions may need it before anyone asks. */
+	uq->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (uq->event_fd < 0) {
+		ret = -errno;
+		free(uq);
+		return ret;
+	}
 
 	/* Most wanted first; each older kernel refuses with -EINVAL what it
 	 * does not know, and we try the next. */
@@ -575,6 +629,7 @@ static int uring_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 	return 0;
 
 out_free:
+	close(uq->event_fd);
 	free(uq);
 	return ret;
 }
@@ -590,29 +645,135 @@ static void uring_queue_fini(struct cfs_ioq *q)
 	if (uq->file_registered)
 		io_uring_unregister_files(&uq->ring);
 	io_uring_queue_exit(&uq->ring); /* drops the other registrations */
-	if (uq->event_fd >= 0)
-		close(uq->event_fd);
+	close(uq->event_fd);
 	free(uq);
 	q->priv = NULL;
 	q->arena_registered = false;
 }
 
+/* From now on the ring writes the event fd for every completion. Only when
+ * asked: the write costs the ring's users who never wait on it. From the
+ * queue's owner (a single-issuer ring refuses other threads); a failure
+ * leaves the reaper polling the ring's own fd as well. */
+static void register_event_fd(struct uring_queue *uq)
+{
+	if (!uq->event_fd_registered)
+		uq->event_fd_registered = io_uring_register_eventfd(&uq->ring, uq->event_fd) == 0;
+}
+
 static int uring_event_fd(struct cfs_ioq *q)
 {
 	struct uring_queue *uq = q->priv;
-	int fd;
 
-	if (uq->event_fd >= 0)
-		return uq->event_fd;
-	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (fd < 0)
-		return -1;
-	if (io_uring_register_eventfd(&uq->ring, fd) < 0) {
-		close(fd);
-		return -1;
+	register_event_fd(uq);
+	return uq->event_fd_registered ? uq->event_fd : -1;
+}
+
+/* ---- RBD stores ------------------------------------------------------------------
+ *
+ * A store of the pool may be an RBD image (rbd:...): a request routed there
+ * goes to librbd (cfs_rbd_aio) instead of the ring. librbd finishes it on
+ * its completion thread, which puts it on the queue's RBD done list (no
+ * lock, no allocation) and writes the queue's event fd when the list was
+ * empty; reap() takes the lists whole and completes them as CQEs, through
+ * cqe_result() and flush_part_done(). rbd_inflight counts what librbd holds,
+ * so a reap that must sleep knows to wait on the event fd, and a queue that
+ * never used an RBD store pays one atomic load per reap.
+ */
+static void rbd_wake(struct uring_queue *uq)
+{
+	uint64_t one = 1;
+
+	if (write(uq->event_fd, &one, sizeof(one)) != sizeof(one)) {
+		/* the counter cannot overflow: the reaper reads it */
 	}
-	uq->event_fd = fd;
-	return fd;
+}
+
+static void rbd_push_req(struct uring_queue *uq, struct cfs_io_req *req, int err)
+{
+	struct cfs_io_req *head = atomic_load_explicit(&uq->rbd_done, memory_order_relaxed);
+
+	req->iop_flags = (uint16_t)err;
+	do
+		req->iop_next = head;
+	while (!atomic_compare_exchange_weak_explicit(&uq->rbd_done, &head, req,
+						      memory_order_release, memory_order_relaxed));
+	if (!head) /* else a wakeup is on its way already */
+		rbd_wake(uq);
+}
+
+static void rbd_push_part(struct uring_queue *uq, struct flush_part *p, int err)
+{
+	struct flush_part *head = atomic_load_explicit(&uq->rbd_parts_done, memory_order_relaxed);
+
+	p->rbd_err = err;
+	do
+		p->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&uq->rbd_parts_done, &head, p,
+						      memory_order_release, memory_order_relaxed));
+	if (!head)
+		rbd_wake(uq);
+}
+
+/* librbd's completion thread: req->iop_flags holds its store until now. */
+static void rbd_req_done(rbd_completion_t c, void *arg)
+{
+	struct cfs_io_req *req = arg;
+	struct cfs_ioq *q = req->iop_private;
+	struct uring_target *t = q->io->priv;
+	struct rbd_target *rbd = atomic_load(&t->store[req->iop_flags].rbd);
+
+	rbd_push_req(q->priv, req,
+		     cfs_rbd_aio_result(rbd, c, req->op, req->length_bytes - req->done_bytes));
+}
+
+static void rbd_part_done(rbd_completion_t c, void *arg)
+{
+	struct flush_part *p = arg;
+	struct uring_target *t = p->q->io->priv;
+
+	rbd_push_part(p->q->priv, p,
+		      cfs_rbd_aio_result(atomic_load(&t->store[p->store].rbd), c, CFS_IO_FLUSH, 0));
+}
+
+/* Hand what is left of req to store st's librbd at offset. Called with
+ * q->submit_lock held. */
+static int prep_rbd(struct cfs_ioq *q, struct cfs_io_req *req, unsigned st, uint64_t offset)
+{
+	struct uring_queue *uq = q->priv;
+	struct uring_target *t = q->io->priv;
+	uint64_t length = req->length_bytes - req->done_bytes;
+	int ret;
+
+	register_event_fd(uq);
+	req->iop_private = q;
+	req->iop_flags = (uint16_t)st;
+	atomic_fetch_add_explicit(&uq->rbd_inflight, 1, memory_order_relaxed);
+	ret = cfs_rbd_aio(atomic_load(&t->store[st].rbd), req->op, offset, length,
+			  req->buf ? (char *)req->buf + req->done_bytes : NULL, rbd_req_done, req);
+	if (ret == -ESHUTDOWN) { /* fenced: EIO without asking librbd */
+		rbd_push_req(uq, req, EIO);
+		return 0;
+	}
+	if (ret < 0)
+		atomic_fetch_sub_explicit(&uq->rbd_inflight, 1, memory_order_relaxed);
+	return ret;
+}
+
+/* One pool FLUSH part on an RBD store. Under q->submit_lock. */
+static void prep_rbd_part(struct cfs_ioq *q, struct flush_part *p)
+{
+	struct uring_queue *uq = q->priv;
+	struct uring_target *t = q->io->priv;
+	int ret;
+
+	register_event_fd(uq);
+	p->q = q;
+	atomic_fetch_add_explicit(&uq->rbd_inflight, 1, memory_order_relaxed);
+	ret = cfs_rbd_aio(atomic_load(&t->store[p->store].rbd), CFS_IO_FLUSH, 0, 0, NULL,
+			  rbd_part_done, p);
+	if (ret < 0) /* fenced, or refused: the part fails, the others go on */
+		rbd_push_part(uq, p, ret == -ESHUTDOWN ? EIO : -ret);
 }
 
 /* ---- staging ----------------------------------------------------------------- */
@@ -643,7 +804,7 @@ static int sqe_fd(const struct uring_queue *uq, const struct uring_target *t, un
  * every other one that completed a write since its last flush. */
 static bool flush_needed(struct uring_target *t, unsigned st)
 {
-	if (atomic_load_explicit(&t->store[st].fd, memory_order_relaxed) < 0)
+	if (!store_used(&t->store[st]))
 		return false;
 	return st == 0 || atomic_load_explicit(&t->store[st].dirty, memory_order_acquire);
 }
@@ -659,22 +820,32 @@ static int prep_pool_flush(struct cfs_ioq *q, struct cfs_io_req *req)
 {
 	struct uring_queue *uq = q->priv;
 	struct uring_target *t = q->io->priv;
-	unsigned stores = atomic_load(&t->stores), need = 0, st;
+	unsigned stores = atomic_load(&t->stores), need = 0, need_sqes = 0, st;
+	uint64_t which = 0; /* decided once: a write may mark a store meanwhile */
 	struct flush_part *p;
 
-	for (st = 0; st < stores; st++)
-		need += flush_needed(t, st);
+	_Static_assert(CFS_IO_STORES_MAX <= 64, "one bit per store");
+	for (st = 0; st < stores; st++) {
+		if (!flush_needed(t, st))
+			continue;
+		which |= 1ull << st;
+		need++;
+		need_sqes += !atomic_load(&t->store[st].rbd);
+	}
 	for (p = uq->free_parts, st = 0; p && st < need; p = p->next)
 		st++;
-	if (st < need || io_uring_sq_space_left(&uq->ring) < need)
+	if (st < need || io_uring_sq_space_left(&uq->ring) < need_sqes)
 		return -EBUSY;
-	req->iop_flags = 0;
+	/* Every part counted before any is issued: an RBD part may finish,
+	 * and another thread reap it, while the rest are still being set up. */
+	CFS_ASSERT(need > 0); /* store 0 is always flushed */
+	req->iop_flags = (uint16_t)need;
 	req->done_bytes = 0;
 	for (st = 0; st < stores; st++) {
 		struct io_uring_sqe *sqe;
 		bool fixed;
 
-		if (!flush_needed(t, st))
+		if (!(which & (1ull << st)))
 			continue;
 		/* Cleared before the fsync is issued: a write completing from
 		 * now on marks the store again for the next flush. */
@@ -683,15 +854,17 @@ static int prep_pool_flush(struct cfs_ioq *q, struct cfs_io_req *req)
 		uq->free_parts = p->next;
 		p->req = req;
 		p->store = st;
+		if (atomic_load(&t->store[st].rbd)) {
+			prep_rbd_part(q, p);
+			continue;
+		}
 		sqe = io_uring_get_sqe(&uq->ring);
 		CFS_ASSERT(sqe); /* room checked above */
 		io_uring_prep_fsync(sqe, sqe_fd(uq, t, st, &fixed), IORING_FSYNC_DATASYNC);
 		if (fixed)
 			sqe->flags |= IOSQE_FIXED_FILE;
 		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)p | TAG_FLUSH_PART);
-		req->iop_flags++;
 	}
-	CFS_ASSERT(req->iop_flags > 0); /* store 0 is always flushed */
 	return 0;
 }
 
@@ -718,6 +891,8 @@ static int prep(struct cfs_ioq *q, struct cfs_io_req *req)
 		if (route(t, req->offset_bytes, req->length_bytes, &st, &offset))
 			return -EINVAL;
 	}
+	if (atomic_load_explicit(&t->store[st].rbd, memory_order_relaxed))
+		return prep_rbd(q, req, st, offset);
 	fd = sqe_fd(uq, t, st, &fixed);
 	sqe = io_uring_get_sqe(&uq->ring);
 	if (!sqe)
@@ -981,6 +1156,81 @@ static unsigned resubmit(struct cfs_ioq *q, struct cfs_io_req *list)
 	return completed;
 }
 
+/* Complete what librbd finished (RBD stores), oldest first; how many. */
+static unsigned rbd_reap(struct cfs_ioq *q)
+{
+	struct uring_queue *uq = q->priv;
+	struct cfs_io_req *list, *fifo = NULL, *req;
+	struct flush_part *parts, *p;
+	unsigned completed = 0;
+
+	if (!atomic_load_explicit(&uq->rbd_inflight, memory_order_acquire))
+		return 0;
+	list = atomic_exchange_explicit(&uq->rbd_done, NULL, memory_order_acquire);
+	while (list) { /* the list is LIFO */
+		req = list;
+		list = req->iop_next;
+		req->iop_next = fifo;
+		fifo = req;
+	}
+	while (fifo) {
+		int err, res;
+		bool again;
+
+		req = fifo;
+		fifo = req->iop_next;
+		req->iop_next = NULL;
+		atomic_fetch_sub_explicit(&uq->rbd_inflight, 1, memory_order_relaxed);
+		err = req->iop_flags;
+		req->iop_flags = 0;
+		/* As the ring would say it: all of what was left, or -errno. */
+		if (err)
+			res = -err;
+		else if (req->op == CFS_IO_READ || req->op == CFS_IO_WRITE)
+			res = (int)(req->length_bytes - req->done_bytes);
+		else
+			res = 0;
+		res = cqe_result(q, req, 0, res, &again);
+		CFS_ASSERT(!again); /* librbd does all or fails */
+		cfs_ioq_complete(q, req, res);
+		completed++;
+	}
+	parts = atomic_exchange_explicit(&uq->rbd_parts_done, NULL, memory_order_acquire);
+	while (parts) {
+		int res;
+
+		p = parts;
+		parts = p->next;
+		atomic_fetch_sub_explicit(&uq->rbd_inflight, 1, memory_order_relaxed);
+		req = flush_part_done(q, p, -p->rbd_err, &res);
+		if (req) {
+			cfs_ioq_complete(q, req, res);
+			completed++;
+		}
+	}
+	return completed;
+}
+
+/* Sleep until the ring or librbd has something (RBD requests in flight):
+ * the event fd, and the ring's fd in case it could not be registered. */
+static int rbd_wait(struct cfs_ioq *q)
+{
+	struct uring_queue *uq = q->priv;
+	struct pollfd p[2] = {{.fd = uq->event_fd, .events = POLLIN},
+			      {.fd = uq->ring.ring_fd, .events = POLLIN}};
+	uint64_t v;
+
+	pthread_mutex_lock(&q->submit_lock);
+	io_uring_submit(&uq->ring);
+	pthread_mutex_unlock(&q->submit_lock);
+	if (poll(p, uq->event_fd_registered ? 1 : 2, -1) < 0 && errno != EINTR)
+		return -errno;
+	if (read(uq->event_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: the ring's fd woke us, or the event loop read it */
+	}
+	return 0;
+}
+
 static int uring_reap(struct cfs_ioq *q, unsigned min_complete)
 {
 	struct uring_queue *uq = q->priv;
@@ -1005,6 +1255,7 @@ static int uring_reap(struct cfs_ioq *q, unsigned min_complete)
 	for (;;) {
 		struct cfs_io_req *again_list = NULL;
 
+		completed += rbd_reap(q);
 		n = io_uring_peek_batch_cqe(&uq->ring, cqes, REAP_BATCH);
 		if (n == 0) {
 			struct io_uring_cqe *cqe;
@@ -1012,6 +1263,12 @@ static int uring_reap(struct cfs_ioq *q, unsigned min_complete)
 
 			if (completed >= min_complete)
 				break;
+			if (atomic_load_explicit(&uq->rbd_inflight, memory_order_acquire)) {
+				ret = rbd_wait(q);
+				if (ret < 0)
+					return completed ? (int)completed : ret;
+				continue;
+			}
 			/* About to sleep: make sure what we wait for is on
 			 * its way (another thread may have staged it). */
 			if (uq->single_thread) {

@@ -275,6 +275,9 @@ int cfs_io_probe_alignment(int fd, struct cfs_io_geometry *geo);
  * store's (a store with another logical sector is refused); discard is
  * supported only when every store supports it.
  *
+ * A store may be an RBD image (rbd:..., cfg->ceph of the target's config):
+ * its requests go to librbd, not the ring (backend_uring.c, "RBD stores").
+ *
  * Threads: any thread may add stores and publish routes while I/O runs; a
  * route table, once published, is never changed or freed before
  * cfs_io_close() (requests read it without a lock). Stores added after a

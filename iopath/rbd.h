@@ -30,6 +30,26 @@ struct rbd_target {
 	void *log_arg;
 };
 
+/* Open the image cfg->path names ("rbd:..."): connect as cfg->ceph says,
+ * open it, take its lock when cfg->exclusive; *geo describes it. 0, or
+ * -errno after saying why. The "rbd" backend's target, and an RBD store of
+ * a "uring" pool (backend_uring.c). */
+int cfs_rbd_store_open(const struct cfs_io_config *cfg, struct cfs_io_geometry *geo,
+		       struct rbd_target **out);
+/* Give the lock back (when held) and disconnect. */
+void cfs_rbd_store_close(struct rbd_target *t);
+/* Start one request (enum cfs_io_op) on the image; librbd runs cb(c, arg)
+ * on its completion thread, where cfs_rbd_aio_result() reads it. 0, or
+ * -errno when it did not start (cb will not run): -ESHUTDOWN for a fenced
+ * target, which never reaches librbd again. */
+int cfs_rbd_aio(struct rbd_target *t, uint8_t op, uint64_t offset_bytes, uint64_t length_bytes,
+		void *buf, rbd_callback_t cb, void *arg);
+/* The result of a finished request, and the completion released: 0, or a
+ * positive errno (ENOSPC for a full cluster or pool quota, else EIO). An
+ * error that says another client took the image over fences the target
+ * (one log line). */
+int cfs_rbd_aio_result(struct rbd_target *t, rbd_completion_t c, uint8_t op, uint64_t length_bytes);
+
 /* printf-style, through cfg->log (or stderr): one line, no newline. */
 void cfs_rbd_say(const struct rbd_target *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

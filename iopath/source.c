@@ -41,7 +41,7 @@ int cfs_rbd_name_parse(const char *source, struct cfs_rbd_name *name, const char
 	}
 	spec = source + strlen(CFS_RBD_PREFIX);
 	if (strchr(spec, ',')) { /* SRC1,SRC2: a pool's stores (fs/POOLS.md) */
-		*why = "a ',' lists a pool's stores, and an RBD image cannot be one of them (yet)";
+		*why = "a ',' lists a pool's stores, where one RBD image name is expected";
 		return -EINVAL;
 	}
 	if (strchr(spec, '@')) {

@@ -170,7 +170,10 @@ static int lock_one(const char *path, int fds[2])
 static int lock_store(struct fsck *c)
 {
 	for (unsigned i = 0; i < c->path_count; i++) {
-		int ret = lock_one(c->paths[i], &c->lock_fd[2 * i]);
+		/* an RBD image: its exclusive lock, taken as it opens */
+		int ret = cfs_source_is_rbd(c->paths[i])
+				  ? 0
+				  : lock_one(c->paths[i], &c->lock_fd[2 * i]);
 
 		if (ret)
 			return ret;
@@ -195,6 +198,8 @@ static int open_store(struct fsck *c)
 	int ret;
 
 	cfs_io_config_source(&cfg, c->path);
+	if (!c->rbd)
+		cfg.backend = "uring"; /* a pool's RBD stores too */
 	cfg.read_only = !c->repair;
 	cfg.exclusive = true;
 	cfg.dio = CFS_DIO_OPTIONAL; /* block devices: required (cfs_pool_open_io) */
@@ -730,8 +735,11 @@ int main(int argc, char **argv)
 	c.path = argv[optind];
 	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
 		c.lock_fd[i] = -1;
-	c.rbd = cfs_source_is_rbd(c.path);
-	if (!c.rbd && (c.ceph.conf || c.ceph.id || c.ceph.cluster)) {
+	/* One RBD image; a list is a pool, which may have RBD images among its
+	 * stores. */
+	c.rbd = cfs_source_is_rbd(c.path) && !strchr(c.path, ',');
+	if (!c.rbd && !strstr(c.path, CFS_RBD_PREFIX) &&
+	    (c.ceph.conf || c.ceph.id || c.ceph.cluster)) {
 		say("--ceph-conf, --id and --cluster are for RBD stores (rbd:POOL/IMAGE)");
 		return FSCK_EXIT_USAGE;
 	}
@@ -752,9 +760,12 @@ int main(int argc, char **argv)
 		}
 		c.path_count = (unsigned)ret;
 		for (unsigned i = 0; i < c.path_count; i++) {
-			if (cfs_source_is_rbd(c.paths[i])) {
-				say("%s: an RBD image cannot be one of a pool's stores (yet)",
-				    c.paths[i]);
+			struct cfs_rbd_name name;
+			const char *why;
+
+			if (cfs_source_is_rbd(c.paths[i]) &&
+			    cfs_rbd_name_parse(c.paths[i], &name, &why)) {
+				say("%s: %s", c.paths[i], why);
 				free(c.path_list);
 				return FSCK_EXIT_USAGE;
 			}

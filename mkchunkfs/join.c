@@ -15,7 +15,9 @@
  * store, in use (a chunkfs daemon holds its lock), read-only features; a
  * TARGET with another logical sector; a duplicate label; a full table; -b or
  * -a different from the pool's. Both stores are locked as the daemon locks
- * them (flock on the path), so a mount cannot start in between.
+ * them (flock on the path; an RBD image TARGET by its exclusive lock), so
+ * a mount cannot start in between. STORE0 is a local store: the daemon
+ * reaches a pool's metadata through the ring, never through librbd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -191,7 +193,8 @@ int cfs_mkfs_join(const struct cfs_mkfs_opts *opts)
 		goto out;
 	if (cfs_mkfs_target_open(&t, opts) < 0)
 		goto out;
-	if (t.exists && lock_path(t.path, &lock_fd) < 0)
+	/* (an RBD image is locked as it opens: its exclusive lock) */
+	if (t.exists && !t.is_rbd && lock_path(t.path, &lock_fd) < 0)
 		goto out;
 	if (t.geo.logical_sector_bytes != s0.sb.logical_sector_bytes) {
 		cfs_mkfs_error("%s: %u-byte logical sectors, the pool's are %u bytes: every store "
@@ -273,8 +276,8 @@ int cfs_mkfs_join(const struct cfs_mkfs_opts *opts)
 		goto out;
 	if (cfs_mkfs_target_prepare(&t) < 0)
 		goto out;
-	wcfg.discard = t.is_block_device && !opts->no_discard;
-	wcfg.fill = !t.is_block_device && !opts->sparse;
+	wcfg.discard = (t.is_block_device || t.is_rbd) && !opts->no_discard;
+	wcfg.fill = !t.is_block_device && !t.is_rbd && !opts->sparse;
 	wcfg.progress = !opts->quiet && isatty(STDOUT_FILENO);
 	if (cfs_mkfs_write(&t, &sb, &wcfg) < 0)
 		goto out;

@@ -402,13 +402,11 @@ int cfs_mkfs_opts_parse(int argc, char *argv[], struct cfs_mkfs_opts *opts,
 		if (opts->sparse)
 			cfs_mkfs_err_add(errs, "--sparse is for image files (an RBD image is "
 					       "always thin)");
-		if (opts->join)
-			cfs_mkfs_err_add(errs, "--join: an RBD image cannot be one of a pool's "
-					       "stores (yet)");
 	}
 	if (opts->join && cfs_source_is_rbd(opts->join))
 		cfs_mkfs_err_add(errs,
-				 "--join %s: an RBD image cannot be one of a pool's stores (yet)",
+				 "--join %s: a pool's first store holds its metadata and must be a "
+				 "local device or image file (an RBD image can join it)",
 				 opts->join);
 
 	return errs->count ? -EINVAL : 0;

@@ -126,6 +126,7 @@ struct options {
 	const char *fault_spec;
 	const char *fsname;
 	bool rbd;		      /* SOURCE is rbd:POOL/[NAMESPACE/]IMAGE */
+	bool rbd_member;	      /* SOURCE lists a pool with an RBD image among its stores */
 	struct cfs_io_ceph ceph;      /* ceph_conf=, ceph_id=, ceph_cluster=, takeover */
 	bool ceph_given;	      /* one of those options was given */
 	enum cfs_transport transport; /* -o transport=dev|uring|auto, -o uring */
@@ -667,7 +668,10 @@ static int parse_args(struct options *o, int argc, char **argv)
 		fprintf(stderr, "%s: fault= is for store mounts\n", o->prog);
 		bad = 1;
 	}
-	o->rbd = !o->ram && cfs_source_is_rbd(o->source);
+	/* One RBD image; a list (SRC1,SRC2) is a pool, whose stores may be RBD
+	 * images too (check_paths). */
+	o->rbd = !o->ram && cfs_source_is_rbd(o->source) && !strchr(o->source, ',');
+	o->rbd_member = !o->ram && !o->rbd && strstr(o->source, CFS_RBD_PREFIX) != NULL;
 	if (o->rbd) {
 		struct cfs_rbd_name name;
 		const char *why;
@@ -680,7 +684,7 @@ static int parse_args(struct options *o, int argc, char **argv)
 			fprintf(stderr, "%s: fault= is for local stores\n", o->prog);
 			bad = 1;
 		}
-	} else if (o->ceph_given) {
+	} else if (o->ceph_given && !o->rbd_member) {
 		fprintf(stderr,
 			"%s: takeover, ceph_conf=, ceph_id= and ceph_cluster= are for RBD "
 			"stores (rbd:POOL/IMAGE)\n",
@@ -755,10 +759,16 @@ static int check_paths(struct options *o)
 		return -EINVAL;
 	}
 	for (unsigned i = 0; i < source_count; i++) {
+		struct cfs_rbd_name name;
+		const char *why;
+
 		if (cfs_source_is_rbd(source_paths[i])) {
-			say("%s: an RBD image cannot be one of a pool's stores (yet)\n",
-			    source_paths[i]);
-			return -EINVAL;
+			/* the cluster is asked when it opens */
+			if (cfs_rbd_name_parse(source_paths[i], &name, &why)) {
+				say("%s: %s\n", source_paths[i], why);
+				return -EINVAL;
+			}
+			continue;
 		}
 		if (stat(source_paths[i], &st)) {
 			say("%s: %s\n", source_paths[i], strerror(errno));
@@ -942,6 +952,8 @@ static int lock_store(const struct options *o, int *lock_fd)
 	int ret;
 
 	for (unsigned i = 0; i < source_count; i++) {
+		if (cfs_source_is_rbd(source_paths[i]))
+			continue; /* its exclusive lock is taken when it opens */
 		ret = lock_one(o, source_paths[i], &lock_fd[2 * i]);
 		if (ret)
 			return ret;
@@ -999,6 +1011,10 @@ static int open_store(const struct options *o, struct cfs_io **out)
 		cfg.read_only = o->read_only || o->fake; /* fake: write nothing */
 		cfg.exclusive = !o->blkdev;		 /* blkdev: blkdev_claim */
 		cfg.fault_spec = o->fault_spec;
+		/* for the pool's stores on RBD images */
+		cfg.ceph = o->ceph;
+		cfg.ceph.wait_s = o->lock_wait_s;
+		cfg.log = backend_log;
 		/* A block device must do direct I/O (cfs_pool_open_io asks for
 		 * it); an image file on a filesystem that refuses O_DIRECT still
 		 * works (iopath says so on stderr) and fsync keeps it durable. */

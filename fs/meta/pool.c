@@ -84,8 +84,14 @@ int cfs_pool_check_distinct(const char *const *paths, unsigned n, char *err, siz
 	for (unsigned i = 0; i < n; i++) {
 		struct stat a, b;
 
+		for (unsigned j = 0; j < i && cfs_source_is_rbd(paths[i]); j++) {
+			if (!strcmp(paths[i], paths[j])) {
+				cfs_text_error(err, err_bytes, "%s: given twice", paths[i]);
+				return -EINVAL;
+			}
+		}
 		if (stat(paths[i], &a))
-			continue; /* the open will say why */
+			continue; /* the open will say why (an RBD image: the cluster) */
 		for (unsigned j = 0; j < i; j++) {
 			if (stat(paths[j], &b))
 				continue;
@@ -100,7 +106,36 @@ int cfs_pool_check_distinct(const char *const *paths, unsigned n, char *err, siz
 	return 0;
 }
 
-int cfs_pool_probe(const char *path, struct cfs_sb *sb, char *err, size_t err_bytes)
+/* Both superblock slots of an RBD image, read through librbd without its
+ * lock (as mkchunkfs -D does): cfg names the cluster. 0 or -errno (librbd
+ * said why on cfg's log). */
+static int probe_rbd(const char *path, const struct cfs_io_config *cfg, uint8_t *buf, size_t bytes)
+{
+	struct cfs_io_config c = *cfg;
+	struct cfs_ioq_config qc = {.depth = 1};
+	struct cfs_io *io = NULL;
+	struct cfs_ioq *q = NULL;
+	int ret;
+
+	cfs_io_config_source(&c, path);
+	c.read_only = true;
+	c.exclusive = false;
+	c.size_bytes = 0;
+	c.fault_spec = NULL;
+	ret = cfs_io_open(&c, &io);
+	if (ret)
+		return ret;
+	ret = cfs_ioq_create(io, &qc, &q);
+	if (ret == 0)
+		ret = cfs_ioq_sync_range(q, CFS_IO_READ, 0, bytes, buf);
+	if (q)
+		cfs_ioq_destroy(q);
+	cfs_io_close(io);
+	return ret;
+}
+
+int cfs_pool_probe(const char *path, const struct cfs_io_config *cfg, struct cfs_sb *sb, char *err,
+		   size_t err_bytes)
 {
 	const size_t bytes = 2 * CFS_SB_BLOCK_BYTES;
 	const char *why = NULL;
@@ -108,6 +143,21 @@ int cfs_pool_probe(const char *path, struct cfs_sb *sb, char *err, size_t err_by
 	ssize_t got;
 	int fd, ret, slot;
 
+	if (cfs_source_is_rbd(path)) {
+		if (posix_memalign((void **)&buf, 4096, bytes)) {
+			cfs_text_error(err, err_bytes, "out of memory");
+			return -ENOMEM;
+		}
+		ret = probe_rbd(path, cfg, buf, bytes);
+		if (ret < 0) {
+			cfs_text_error(err, err_bytes, "%s: cannot read the superblocks: %s", path,
+				       strerror(-ret));
+			free(buf);
+			return ret;
+		}
+		fd = -1;
+		goto pick;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	if (fd < 0 && errno == EINVAL)
 		fd = open(path, O_RDONLY | O_CLOEXEC); /* a filesystem without O_DIRECT */
@@ -128,6 +178,7 @@ int cfs_pool_probe(const char *path, struct cfs_sb *sb, char *err, size_t err_by
 			       got < 0 ? strerror(errno) : "too small to be a chunkfs store");
 		goto out;
 	}
+pick:
 	ret = cfs_sb_pick(buf, buf + CFS_SB_BLOCK_BYTES, sb, &slot, &why);
 	if (ret < 0) {
 		cfs_text_error(err, err_bytes, "%s: %s: %s", path,
@@ -142,7 +193,8 @@ int cfs_pool_probe(const char *path, struct cfs_sb *sb, char *err, size_t err_by
 			       why ? why : strerror(-ret));
 out:
 	free(buf);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return ret;
 }
 
@@ -300,13 +352,21 @@ int cfs_pool_open_io(const char *const *paths, unsigned n, const struct cfs_io_c
 	for (i = 0; i < n; i++) {
 		src[i].path = paths[i];
 		src[i].io_store = 0;
-		ret = cfs_pool_probe(paths[i], &src[i].sb, err, err_bytes);
+		ret = cfs_pool_probe(paths[i], cfg, &src[i].sb, err, err_bytes);
 		if (ret < 0)
 			return ret;
 	}
 	ret = cfs_pool_check(src, n, &store0, err, err_bytes);
 	if (ret)
 		return ret;
+	if (n > 1 && cfs_source_is_rbd(src[store0].path)) {
+		/* Untried: store 0 through librbd under the uring backend. */
+		cfs_text_error(err, err_bytes,
+			       "%s: the pool's first store (it holds the metadata) must be a local "
+			       "device or image file; an RBD image can be one of its other stores",
+			       src[store0].path);
+		return -EINVAL;
+	}
 	c.path = src[store0].path;
 	c.dio = dio_for(c.path, cfg->dio);
 	ret = cfs_io_open(&c, &io);

@@ -64,11 +64,14 @@ int cfs_pool_split_sources(char *arg, const char **paths, unsigned max);
 int cfs_pool_check_distinct(const char *const *paths, unsigned n, char *err, size_t err_bytes);
 
 /*
- * Read and check the superblocks of path (O_DIRECT where possible): 0 and
- * *sb, or -errno with err (not a chunkfs store, interrupted mkchunkfs,
- * unsupported features, ...). CFS_SB_RO_REQUIRED is returned as such.
+ * Read and check the superblocks of path (O_DIRECT where possible; an RBD
+ * image through librbd, without its lock, in the cluster cfg->ceph names):
+ * 0 and *sb, or -errno with err (not a chunkfs store, interrupted
+ * mkchunkfs, unsupported features, ...). CFS_SB_RO_REQUIRED is returned as
+ * such.
  */
-int cfs_pool_probe(const char *path, struct cfs_sb *sb, char *err, size_t err_bytes);
+int cfs_pool_probe(const char *path, const struct cfs_io_config *cfg, struct cfs_sb *sb, char *err,
+		   size_t err_bytes);
 
 /*
  * Check that sources[0..n) are exactly the stores of one pool: one of them is

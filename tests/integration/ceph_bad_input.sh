@@ -7,7 +7,8 @@
 #   exclusive-lock feature, an image held by a live chunkfs (a second mount,
 #   mkchunkfs and fsck.chunkfs all refused, naming its host and pid, and the
 #   holder's store unharmed), malformed names and Ceph options on a local
-#   store (usage errors, exit 1), an RBD image named among a pool's stores.
+#   store (usage errors, exit 1), an RBD image with a store of its own named
+#   among a pool's stores, an RBD image as a pool's first store.
 # make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
@@ -112,13 +113,19 @@ refused "$CFS_BIN/chunkfs" "$img" "$mnt" -o takeover -- "are for RBD stores (rbd
 refused "$CFS_BIN/mkchunkfs" --id admin "$img" -- "--ceph-conf, --id and --cluster are for RBD images" 1 5
 refused "$CFS_BIN/fsck.chunkfs" --ceph-conf /etc/ceph/ceph.conf "$img" -- "are for RBD stores" 16 5
 
-cfs_log "an RBD image among a pool's stores (not yet possible)"
-pool_no="an RBD image cannot be one of a pool's stores (yet)"
+cfs_log "an RBD image with a store of its own named among a pool's stores; one as a pool's first store"
+local_store=$CFS_WORK/local.img
+"$CFS_BIN/mkchunkfs" -q -s 64M --sparse "$local_store" || cfs_fail "mkchunkfs $local_store"
 good_sum=$(cfs_rbd_sum "$good")
-refused "$CFS_BIN/chunkfs" "$img,$good" "$mnt" -- "$good: $pool_no" 32 5
-refused "$CFS_BIN/chunkfs" "$good,$img" "$mnt" -- "a ',' lists a pool's stores, and an RBD image cannot be one of them (yet)" 1 5
-refused "$CFS_BIN/fsck.chunkfs" "$img,$good" -- "$good: $pool_no" 16 5
-refused "$CFS_BIN/mkchunkfs" -L d1 --join "$img" "$good" -- "--join: $pool_no" 1 5
-refused "$CFS_BIN/mkchunkfs" -L d1 --join "$good" "$img" -- "--join $good: $pool_no" 1 5
+local_sum=$(md5sum <"$local_store")
+separate="are two separate stores (each holds its own metadata): not stores of one pool"
+refused "$CFS_BIN/chunkfs" -f "$local_store,$good" "$mnt" -- "$local_store and $good $separate" 32 10
+refused "$CFS_BIN/chunkfs" -f "$good,$local_store" "$mnt" -- "$good and $local_store $separate" 32 10
+refused "$CFS_BIN/fsck.chunkfs" "$local_store,$good" -- "$separate" 8 10
+refused "$CFS_BIN/mkchunkfs" -L d1 --join "$local_store" "$good" -- "$good contains a chunkfs store" 1 10
+refused "$CFS_BIN/mkchunkfs" -L d1 --join "$good" "$img" -- \
+	"--join $good: a pool's first store holds its metadata and must be a local device or image file" 1 5
+refused "$CFS_BIN/chunkfs" "rbd:p/a,rbd:p/a" "$mnt" -- "rbd:p/a: given twice" 32 5
 [ "$(cfs_rbd_sum "$good")" = "$good_sum" ] || cfs_fail "the refusals changed $good"
+[ "$(md5sum <"$local_store")" = "$local_sum" ] || cfs_fail "the refusals changed $local_store"
 cfs_log "ok"

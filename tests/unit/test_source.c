@@ -75,7 +75,7 @@ Test(source, malformed_names_refused)
 		{"rbd:pool//image", "1 to 127 bytes"},
 		{"rbd:a/b/c/d", "too many '/'"},
 		{"rbd:pool/image@snap", "snapshots"},
-		{"rbd:pool/image,/dev/vdb", "cannot be one of them"},
+		{"rbd:pool/image,/dev/vdb", "lists a pool's stores"},
 		{"rbd:pool/my image", "spaces"},
 		{"rbd:pool/im\tage", "spaces"},
 		{"/dev/vdb", "rbd:POOL/IMAGE"},
