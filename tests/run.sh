@@ -11,7 +11,8 @@
 #
 # Environment:
 #   BUILD               release | debug | asan (default release): which build/ to test
-#   CFS_TEST_TIMEOUT    seconds per integration script (default 600)
+#   CFS_TEST_TIMEOUT    seconds per integration script (default 600; 900 under
+#                       ASan, whose daemons run two to three times slower)
 #   CFS_TEST_FILTER     run only integration scripts whose name matches this regex
 #   SANITIZER_REPORTS   directory: sanitized processes write their reports there
 #                       (make check-asan fails on any file in it)
@@ -133,7 +134,8 @@ once_under_asan() {
 }
 
 run_integration() {
-	local t name out rc start
+	local t name out rc start default_timeout=600
+	[ "$BUILD" = asan ] && default_timeout=900
 	for t in "$root"/tests/integration/*.sh; do
 		[ -x "$t" ] || continue
 		name=$(basename "$t" .sh)
@@ -151,7 +153,7 @@ run_integration() {
 		esac
 		out=$logdir/integration-$name.log
 		start=$(date +%s)
-		timeout -k 20 "${CFS_TEST_TIMEOUT:-600}" "$t" </dev/null >"$out" 2>&1
+		timeout -k 20 "${CFS_TEST_TIMEOUT:-$default_timeout}" "$t" </dev/null >"$out" 2>&1
 		rc=$?
 		local secs=$(($(date +%s) - start))
 		case $rc in

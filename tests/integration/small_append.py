@@ -93,6 +93,8 @@ def writer(d, ackdir, w, records, every, crash):
         for s in range(records):
             r = record(w, s)
             if os.write(fo, r) != len(r) or os.write(fs, r) != len(r):
+                if crash:
+                    return 0  # the daemon died between the write's requests
                 raise SystemExit("w%d: short write" % w)
             if (s + 1) % every == 0 or s + 1 == records:
                 os.fsync(fo)
