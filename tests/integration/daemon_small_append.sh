@@ -81,6 +81,7 @@ $util verify "$mnt/two" "$ack" $writers $records || cfs_fail "records lost in 2"
 
 # ---- 3. kill -9 under the writers ----------------------------------------------------------
 rm -rf "$ack" && mkdir -p "$ack" "$mnt/three"
+export CRASH_FLAG="$CFS_WORK/crash-flag" # made just before the kill
 $util append "$mnt/three" "$ack" $writers 100000 50 crash 2>"$CFS_WORK/crash.err" &
 loadpid=$!
 for ((i = 0; i < 300; i++)); do # until every writer has fsynced something
@@ -89,6 +90,7 @@ for ((i = 0; i < 300; i++)); do # until every writer has fsynced something
 	sleep 0.1
 done
 sleep 1
+touch "$CRASH_FLAG"
 cfs_crash "$mnt"
 wait $loadpid || { cat "$CFS_WORK/crash.err" >&2; cfs_fail "the writers failed before the kill"; }
 cfs_clear_mount "$mnt"
