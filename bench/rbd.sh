@@ -22,7 +22,7 @@
 # write + fsync, and to its mount point alone. The standby is the holder
 # killed in the next repetition.
 #
-# Goals (issue 24): 4 KiB QD32 at least 0.8x of fio's rbd engine, 4 KiB read
+# Goals: 4 KiB QD32 at least 0.8x of fio's rbd engine, 4 KiB read
 # QD1 p50 at most 50 us above it, takeover under 5 s.
 #
 # usage: bench/rbd.sh [-n reps] [-r seconds] [-s size] [-w span] [-t reps]
