@@ -522,6 +522,24 @@ if rb:
             if l.startswith("goal "):
                 headline.append("rbd " + l[5:])
 
+# ---- 13. moving a chunk between the stores of a pool: bench/pool-move.sh's summary ----------
+pm = read("poolmove.txt")
+if pm:
+    p("## 13. Moving a chunk between the stores of a pool")
+    p()
+    p("`bench/pool-move.sh` (bench/README.md): two stores of one pool on image files on this "
+      "disk; a chunk moved unthrottled against dd of the same bytes, a 4 KiB randrw QD16 load on "
+      "another chunk without and during moves, the daemon's memory while a sparse chunk moves. "
+      "Its summary (data in poolmove/):")
+    p()
+    p("```")
+    p(pm.strip())
+    p("```")
+    p()
+    for l in pm.splitlines():
+        if l.startswith("goal "):
+            headline.append("poolmove " + l[5:])
+
 # ---- the run itself -------------------------------------------------------------------
 tm = read("timings.csv")
 if tm:

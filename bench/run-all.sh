@@ -30,6 +30,10 @@
 #              fallocated and partly written: daemon memory, chunk allocation,
 #              unmount, snapshot size, fsck, mount, 4 KiB random reads in the
 #              largest chunk against the 1 GiB one
+#   poolmove   a chunk moved between the two stores of a pool
+#              (bench/pool-move.sh): move throughput against dd, a
+#              foreground fio load during moves, the daemon's memory while a
+#              sparse chunk moves
 #   rbd        Ceph RBD (bench/rbd.sh): chunkfs on an RBD store vs fio's rbd
 #              engine in one throw-away cluster, 4 KiB QD32/QD1, 1 MiB; the
 #              takeover time after kill -9 of the holder (skipped, with a line
@@ -93,6 +97,7 @@ if [ "$QUICK" = 1 ]; then
 	sq_args=(-n 1 -r 5000)
 	rk_args=(-n 1 -k 30000 -S 2G)
 	scale_args=(-s 1T,10T -n 1 -r 2)
+	pm_args=(-n 1 -s 512M -r 5 -S 10G -W 256M)
 	rbd_args=(-n 1 -r 3 -s 512M -w 256M -t 2)
 else
 	raw_args=(-n 3 -r 3 -s 512M)
@@ -107,11 +112,12 @@ else
 	sq_args=(-n 3)
 	rk_args=(-n 3)
 	scale_args=(-s 1T,10T,100T -n 3 -r 5)
+	pm_args=(-n 5 -s 2G -r 10)
 	rbd_args=(-n 5 -r 10 -t 7)
 fi
 raw_cases=rr4k-qd1,rw4k-qd1,rr4k-qd32,rw4k-qd32,rw2k-qd32,sr1m-qd8,sw1m-qd8
 raw_targets=raw-file,raw-loop,ext4,tmpfs,cfs-img,cfs-loop,cfs-ram
-all_cases="raw checkpoint fschoice openclose meta stats pgbench mariadb smallappend sqlite rocksdb scale rbd"
+all_cases="raw checkpoint fschoice openclose meta stats pgbench mariadb smallappend sqlite rocksdb scale poolmove rbd"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 for c in ${only//,/ }; do
 	[[ " $all_cases " == *" $c "* ]] || bench_die "unknown case '$c' (one of: $all_cases)"
@@ -131,6 +137,7 @@ if [ "$plan" = 1 ]; then
 	want sqlite && echo "sqlite: bench/sqlite.sh ${sq_args[*]}"
 	want rocksdb && echo "rocksdb: bench/rocksdb.sh ${rk_args[*]}"
 	want scale && echo "scale: bench/scale.sh ${scale_args[*]}"
+	want poolmove && echo "poolmove: bench/pool-move.sh ${pm_args[*]}"
 	want rbd && echo "rbd: bench/rbd.sh ${rbd_args[*]}"
 	exit 0
 fi
@@ -370,6 +377,12 @@ case_rocksdb() { db_case rocksdb "${rk_args[@]}"; }
 case_scale() {
 	CFS_BIN=$bin bench_run "$root/bench/scale.sh" "${scale_args[@]}" -d "$work" \
 		-o "$resdir/scale.csv" >"$resdir/scale.txt" 2>"$resdir/scale.log"
+}
+
+# ---- moving a chunk between the stores of a pool ---------------------------------------------------
+case_poolmove() {
+	CFS_BIN=$bin bench_run "$root/bench/pool-move.sh" "${pm_args[@]}" -d "$work" -o "$resdir/poolmove" \
+		>"$resdir/poolmove.txt" 2>"$resdir/poolmove.log"
 }
 
 # ---- Ceph RBD ------------------------------------------------------------------------------
