@@ -8,7 +8,8 @@
  *      device write of the unit is in flight and new ones wait;
  *   2. copy the written sectors (cfs_extent_written_span: holes and
  *      unwritten sectors are not copied, and stay so) from the old unit to a
- *      reserved one through the mover's own queue;
+ *      reserved one through the mover's own queue, MOVE_PIECES pieces in
+ *      flight, every one finished before the switch;
  *   3. switch (cfs_ns_move_switch: remap + one transaction, old unit freed
  *      as unmapped units are) and ask for a commit without waiting;
  *   4. the guard leaves the switched units once the durable sequence has
@@ -41,8 +42,15 @@
 #include "fs/meta/pool.h"
 #include "iopath/iopath.h"
 
-/* The copy goes in pieces of this size. */
+/* The copy goes in pieces of this size, up to MOVE_PIECES of them in flight
+ * at once, all inside the one unit the guard holds: a piece's write
+ * overlaps the next pieces' reads, where one piece at a time left each
+ * store idle half the time. */
 #define MOVE_IO_BYTES (256u << 10)
+#define MOVE_PIECES 4u
+/* The mover's queue: one request per piece in flight. */
+#define MOVE_QUEUE_DEPTH 8u
+_Static_assert(MOVE_PIECES <= MOVE_QUEUE_DEPTH, "a piece never waits for a queue slot");
 /* A rate-limited or paused mover looks at its requests this often. */
 #define MOVE_NAP_NS 50000000ull
 
@@ -83,6 +91,16 @@ struct move {
 	struct move *next;
 };
 
+/* One piece of a unit's copy: its read, then its write, from one buffer. */
+struct piece {
+	struct cfs_io_req req;
+	uint8_t *buf;	/* MOVE_IO_BYTES of the mover's buffer */
+	uint64_t dst;	/* the write's device offset */
+	bool busy;	/* a read or write in flight, or a read done and its write due */
+	bool write_due; /* the read finished: the write goes next */
+	int res;	/* -errno of its read or write */
+};
+
 /* A unit to move: file unit -> the store unit it maps now. */
 struct unit_ref {
 	uint64_t file_unit;
@@ -99,7 +117,8 @@ static struct mover {
 	struct move *moves; /* this mount's moves, finished ones too */
 	/* The mover thread's own. */
 	struct cfs_ioq *q;
-	uint8_t *buf;
+	uint8_t *buf; /* MOVE_PIECES * MOVE_IO_BYTES */
+	struct piece pieces[MOVE_PIECES];
 	uint64_t bucket_start_ns; /* the rate's token bucket */
 	uint64_t bucket_bytes;
 } mv = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
@@ -318,43 +337,136 @@ static void throttle(struct move *m, uint64_t bytes)
 	}
 }
 
-/* Copy the written sectors of file unit fu from store unit `from` to `to`.
- * -ESTALE when fu no longer maps `from` as a whole unit. */
+/* Where the copy of one unit is: the written span it is in. */
+struct copy_cursor {
+	const struct cfs_extent_map *map;
+	uint64_t base;	   /* the unit's first file byte */
+	uint64_t off;	   /* the next byte of the unit to look at */
+	uint64_t span_end; /* the end of the span off is in */
+	bool written;	   /* that span's sectors are written */
+};
+
+/* The next piece of written sectors of the unit: 1 with [*off, +*n)
+ * relative to the unit, 0 at its end, -EIO on a map that answers nothing. */
+static int next_piece(struct copy_cursor *c, uint64_t *off, uint32_t *n)
+{
+	uint64_t unit = FS()->geom.unit_bytes;
+
+	while (c->off < unit) {
+		if (c->off == c->span_end) {
+			uint64_t span = cfs_extent_written_span(c->map, c->base + c->off,
+								unit - c->off, &c->written);
+
+			if (span == 0)
+				return -EIO;
+			c->span_end = c->off + span;
+		}
+		if (!c->written) {
+			c->off = c->span_end; /* holes and unwritten sectors stay so */
+			continue;
+		}
+		*off = c->off;
+		*n = (uint32_t)(c->span_end - c->off < MOVE_IO_BYTES ? c->span_end - c->off
+								     : MOVE_IO_BYTES);
+		c->off += *n;
+		return 1;
+	}
+	return 0;
+}
+
+/* Runs in the mover's thread (it reaps its own queue). */
+static void piece_done(struct cfs_io_req *req, int res)
+{
+	struct piece *p = req->cookie;
+
+	if (res < 0 || (uint32_t)res != req->length_bytes) {
+		p->res = res < 0 ? res : -EIO;
+		p->busy = false;
+	} else if (req->op == CFS_IO_READ) {
+		p->write_due = true;
+	} else {
+		p->busy = false;
+	}
+}
+
+static int queue_piece(struct piece *p, enum cfs_io_op op, uint64_t offset, uint32_t bytes)
+{
+	p->req = (struct cfs_io_req){.offset_bytes = offset,
+				     .length_bytes = bytes,
+				     .op = (uint8_t)op,
+				     .buf = p->buf,
+				     .done = piece_done,
+				     .cookie = p};
+	return cfs_ioq_queue(mv.q, &p->req);
+}
+
+/* Copy the written sectors of file unit fu from store unit `from` to `to`,
+ * up to MOVE_PIECES pieces in flight. -ESTALE when fu no longer maps
+ * `from` as a whole unit. */
 static int copy_unit(struct move *m, struct cfs_inode *inode, uint64_t fu, uint64_t from,
 		     uint64_t to)
 {
 	const struct cfs_extent_geom *g = &FS()->geom;
-	uint64_t base = fu << g->unit_shift;
 	uint64_t src = cfs_fs_unit_offset_bytes(FS(), from);
 	uint64_t dst = cfs_fs_unit_offset_bytes(FS(), to);
+	struct copy_cursor cur = {.map = inode->map, .base = fu << g->unit_shift};
 	struct cfs_extent_run run;
-	uint64_t off = 0;
+	bool more = true;
+	int err = 0;
 
-	if (cfs_extent_lookup(inode->map, base, g->unit_bytes, &run) || !run.mapped ||
+	if (cfs_extent_lookup(inode->map, cur.base, g->unit_bytes, &run) || !run.mapped ||
 	    run.store_unit != from || run.length_bytes < g->unit_bytes)
 		return -ESTALE;
-	while (off < g->unit_bytes) {
-		bool written;
-		uint64_t span = cfs_extent_written_span(inode->map, base + off, g->unit_bytes - off,
-							&written);
+	for (;;) {
+		unsigned busy = 0;
+		int ret;
 
-		if (span == 0)
-			return -EIO;
-		for (uint64_t at = 0; written && at < span;) {
-			uint64_t n = span - at < MOVE_IO_BYTES ? span - at : MOVE_IO_BYTES;
-			int ret = cfs_ioq_sync_range(mv.q, CFS_IO_READ, src + off + at, n, mv.buf);
+		for (unsigned i = 0; i < MOVE_PIECES; i++) {
+			struct piece *p = &mv.pieces[i];
+			uint64_t off;
+			uint32_t n;
 
-			if (!ret)
-				ret = cfs_ioq_sync_range(mv.q, CFS_IO_WRITE, dst + off + at, n,
-							 mv.buf);
-			if (ret)
-				return ret;
-			at += n;
-			throttle(m, n);
+			if (p->res) { /* it finished with an error */
+				if (!err)
+					err = p->res;
+				p->res = 0;
+			}
+			if (p->write_due) {
+				p->write_due = false;
+				ret = err ? -ECANCELED
+					  : queue_piece(p, CFS_IO_WRITE, p->dst,
+							p->req.length_bytes);
+				if (ret) {
+					p->busy = false;
+					if (!err)
+						err = ret;
+				}
+			}
+			if (!p->busy && more && !err) {
+				ret = next_piece(&cur, &off, &n);
+				if (ret <= 0) {
+					more = false;
+					err = ret;
+				} else {
+					throttle(m, n);
+					p->dst = dst + off;
+					ret = queue_piece(p, CFS_IO_READ, src + off, n);
+					if (ret)
+						err = ret;
+					else
+						p->busy = true;
+				}
+			}
+			busy += p->busy;
 		}
-		off += span;
+		if (!busy)
+			return err; /* nothing of this unit in flight any more */
+		cfs_ioq_submit(mv.q);
+		ret = cfs_ioq_reap(mv.q, 1);
+		/* Returning with a piece in flight would let the device
+		 * write into a buffer the next unit reuses. */
+		CFS_ASSERT(ret >= 0 || ret == -EINTR);
 	}
-	return 0;
 }
 
 /* ---- one run of a move --------------------------------------------------------------------- */
@@ -560,11 +672,11 @@ out:
 
 static void *mover_thread(void *arg)
 {
-	struct cfs_ioq_config cfg = {.depth = 8};
+	struct cfs_ioq_config cfg = {.depth = MOVE_QUEUE_DEPTH};
 
 	(void)arg;
 	if (cfs_ioq_create(mv.d->io, &cfg, &mv.q) ||
-	    posix_memalign((void **)&mv.buf, 4096, MOVE_IO_BYTES)) {
+	    posix_memalign((void **)&mv.buf, 4096, MOVE_PIECES * MOVE_IO_BYTES)) {
 		cfs_fs_log(FS(), "mover: cannot set up its queue: moves do not run");
 		pthread_mutex_lock(&mv.lock);
 		for (struct move *m = mv.moves; m; m = m->next)
@@ -574,6 +686,8 @@ static void *mover_thread(void *arg)
 		pthread_mutex_unlock(&mv.lock);
 		return NULL;
 	}
+	for (unsigned i = 0; i < MOVE_PIECES; i++)
+		mv.pieces[i] = (struct piece){.buf = mv.buf + (size_t)i * MOVE_IO_BYTES};
 	pthread_mutex_lock(&mv.lock);
 	while (!mv.stop) {
 		struct move *next = NULL;
