@@ -29,6 +29,16 @@
  * and hand the others' on. The callback sorts them where they finish, with
  * the same single eventfd write librbd's notification makes.
  *
+ * A request marked CFS_IO_REQ_DONE_ANY_THREAD skips the list: the callback
+ * runs done() itself (through cfs_ioq_complete), so the caller's next step
+ * (the daemon's reply to a READ) starts on librbd's thread instead of after
+ * the eventfd has woken the queue's loop, one thread wake-up less per
+ * request (bench/results/rbd-qd1-direct-20261205-133000/notes.md). Nothing
+ * of the queue is touched after it: once cfs_ioq_inflight() drops, the
+ * queue may be destroyed. Such requests write no eventfd, so a reap that
+ * must wait (queue destruction, cfs_ioq_sync) looks at the in-flight count
+ * every millisecond once a queue has seen one.
+ *
  * Results: librbd gives the byte count for a read, 0 for a write, flush,
  * discard or zeroing. A read that returns fewer bytes than asked (cannot
  * happen inside the image) fails with -EIO. Errors reach done() as -EIO,
@@ -88,6 +98,7 @@ struct rbd_queue {
 	_Atomic(struct cfs_io_req *) done_head; /* finished, LIFO, by iop_next */
 	int event_fd;				/* written when done_head fills */
 	unsigned staged;			/* handed to librbd since the last submit */
+	atomic_bool direct_seen; /* a CFS_IO_REQ_DONE_ANY_THREAD request was queued */
 };
 
 void cfs_rbd_say(const struct rbd_target *t, const char *fmt, ...)
@@ -358,6 +369,7 @@ static int rbd_queue_init(struct cfs_ioq *q, const struct cfs_ioq_config *cfg)
 	if (!rq)
 		return -ENOMEM;
 	atomic_init(&rq->done_head, NULL);
+	atomic_init(&rq->direct_seen, false);
 	/* Made now, not on demand: reap() sleeps on it too. */
 	rq->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (rq->event_fd < 0) {
@@ -469,13 +481,27 @@ int cfs_rbd_aio(struct rbd_target *t, uint8_t op, uint64_t offset_bytes, uint64_
 	return 0;
 }
 
+/* The result done() gets for a request librbd finished with err (0 or a
+ * positive errno); done_bytes set to match. */
+static int final_result(struct cfs_io_req *req, int err)
+{
+	int res = err ? -err : req->op == CFS_IO_FLUSH ? 0 : (int)req->length_bytes;
+
+	req->done_bytes = res < 0 ? 0 : req->length_bytes;
+	return res;
+}
+
 /* librbd's completion thread. */
 static void rbd_complete(rbd_completion_t c, void *arg)
 {
 	struct cfs_io_req *req = arg;
 	struct cfs_ioq *q = req->iop_private;
+	int err = cfs_rbd_aio_result(q->io->priv, c, req->op, req->length_bytes);
 
-	finish(q, req, cfs_rbd_aio_result(q->io->priv, c, req->op, req->length_bytes));
+	if (req->flags & CFS_IO_REQ_DONE_ANY_THREAD)
+		cfs_ioq_complete(q, req, final_result(req, err)); /* last use of q */
+	else
+		finish(q, req, err);
 }
 
 static int rbd_queue_req(struct cfs_ioq *q, struct cfs_io_req *req)
@@ -484,6 +510,9 @@ static int rbd_queue_req(struct cfs_ioq *q, struct cfs_io_req *req)
 	int ret;
 
 	req->iop_private = q;
+	if ((req->flags & CFS_IO_REQ_DONE_ANY_THREAD) &&
+	    !atomic_load_explicit(&rq->direct_seen, memory_order_relaxed))
+		atomic_store_explicit(&rq->direct_seen, true, memory_order_relaxed);
 	ret = cfs_rbd_aio(q->io->priv, req->op, req->offset_bytes, req->length_bytes, req->buf,
 			  rbd_complete, req);
 	if (ret == -ESHUTDOWN) { /* fenced: never reaches librbd */
@@ -520,17 +549,13 @@ static unsigned complete_list(struct cfs_ioq *q)
 		fifo = req;
 	}
 	while (fifo) {
-		int res;
-
 		req = fifo;
 		fifo = req->iop_next;
 		req->iop_next = NULL;
-		if (req->iop_flags & RBD_DONE_ERROR)
-			res = -(int)req->done_bytes;
-		else
-			res = req->op == CFS_IO_FLUSH ? 0 : (int)req->length_bytes;
-		req->done_bytes = res < 0 ? 0 : req->length_bytes;
-		cfs_ioq_complete(q, req, res);
+		cfs_ioq_complete(q, req,
+				 final_result(req, req->iop_flags & RBD_DONE_ERROR
+							   ? (int)req->done_bytes
+							   : 0));
 		n++;
 	}
 	return n;
@@ -539,16 +564,21 @@ static unsigned complete_list(struct cfs_ioq *q)
 static int rbd_reap(struct cfs_ioq *q, unsigned min_complete)
 {
 	struct rbd_queue *rq = q->priv;
-	unsigned completed = 0;
+	unsigned completed = 0, inflight_before = cfs_ioq_inflight(q);
 
 	for (;;) {
 		struct pollfd p = {.fd = rq->event_fd, .events = POLLIN};
+		bool direct = atomic_load_explicit(&rq->direct_seen, memory_order_relaxed);
 		uint64_t v;
 
 		completed += complete_list(q);
 		if (completed >= min_complete)
 			break;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		/* Requests done on librbd's thread wrote no eventfd: they
+		 * count as they leave the in-flight count. */
+		if (direct && cfs_ioq_inflight(q) + min_complete <= inflight_before)
+			break;
+		if (poll(&p, 1, direct ? 1 : -1) < 0 && errno != EINTR)
 			return completed ? (int)completed : -errno;
 		if (read(rq->event_fd, &v, sizeof(v)) < 0) {
 			/* EAGAIN: the event loop read it first; the list tells */

@@ -22,7 +22,10 @@
  *
  * Threading contract:
  *   - done() runs in the thread that called cfs_ioq_reap() on the queue the
- *     request finished on, never inside cfs_ioq_queue().
+ *     request finished on, never inside cfs_ioq_queue(); except for a
+ *     request marked CFS_IO_REQ_DONE_ANY_THREAD, whose done() a backend with
+ *     a completion thread of its own (rbd: librbd's) may run there, at once,
+ *     concurrently with the queue's reaper.
  *   - A request queued on queue A finishes on queue A, except requests that
  *     wait for a range lock (read-modify-write): they are resumed on the queue
  *     of whoever released the lock. done() must therefore not assume a thread.
@@ -140,6 +143,7 @@ struct cfs_io_req {
 	struct cfs_io_stats *stats;		       /* counters to charge; may be NULL */
 	void (*done)(struct cfs_io_req *req, int res); /* res: length_bytes or -errno */
 	void *cookie;				       /* the caller's (fuse_req_t, ...) */
+	uint8_t flags;				       /* CFS_IO_REQ_* */
 
 	/* Owned by iopath between queue and done; callers must not touch. */
 	uint32_t done_bytes;	     /* progress across short transfers */
@@ -149,6 +153,16 @@ struct cfs_io_req {
 	struct cfs_io_req *iop_next; /* intrusive link for iopath's lists */
 	void *iop_private;	     /* backend-private (e.g. fault wrapper) */
 };
+
+/* done() may run on the backend's own completion thread instead of in a
+ * reap. The "rbd" backend then runs it on librbd's completion thread as the
+ * request finishes, saving the wakeup of the reaping thread (the eventfd and
+ * its event loop) on the way to the caller's next step; the other backends
+ * ignore it. Such a request leaves cfs_ioq_inflight() without waking the
+ * queue's event fd, so a caller that marks requests must not need a reap to
+ * learn of them; a blocking cfs_ioq_reap() still returns once they are done
+ * (it looks every millisecond). */
+#define CFS_IO_REQ_DONE_ANY_THREAD (1u << 0)
 
 /* ---- targets ----------------------------------------------------------- */
 

@@ -54,6 +54,8 @@ struct cfs_daemon {
 	bool write_behind;	  /* buffered writes answered once queued (default;
 				   * -o writethrough: once on the store) */
 	bool writeback_cache;	  /* -o writeback_cache: the kernel's, opt-in */
+	bool reply_any_thread;	  /* replies may go out from any thread (/dev/fuse):
+				   * data.c answers reads on the store's thread */
 	unsigned loop_count;
 	struct cfs_loop **loops;
 };

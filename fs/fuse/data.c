@@ -59,6 +59,18 @@
  * it): the last part's completion then hands the context back through the
  * owner's lock-free remote list and eventfd.
  *
+ * Reads answered where they finish: when replies may go out from any thread
+ * (/dev/fuse, cfs_daemon.reply_any_thread), a READ's device parts are marked
+ * CFS_IO_REQ_DONE_ANY_THREAD, and a backend with a completion thread of its
+ * own (rbd: librbd's) completes them there. The last part of the last round
+ * then charges the statistics, drops the I/O reference and replies on that
+ * thread (read_answer), and only the context goes back to the owner, on its
+ * recycle list, without waking it: the owner takes the list at its next
+ * pass, and asks for a wakeup (recycle_wake) only when it would sleep
+ * needing contexts (none free to receive with, or exiting). That saves the
+ * owner's wake-up between the store's completion and the reply: on an RBD
+ * store at queue depth 1 it was the one hop fio's rbd engine does not have.
+ *
  * What this file does not do: metadata commits (fsync is ops.c + journal),
  * allocation policy (namespace), alignment of the device (iopath checks it).
  */
@@ -182,9 +194,13 @@ struct cfs_loop {
 	struct ctx *pool;
 	struct ctx *free;
 	unsigned free_count;
-	struct ctx *ready;	      /* rounds completed on this thread */
-	_Atomic(struct ctx *) remote; /* rounds completed on other threads */
-	struct part *retry_head;      /* parts that found the queue or bounce pool full */
+	struct ctx *ready;		  /* rounds completed on this thread */
+	_Atomic(struct ctx *) remote;	  /* rounds completed on other threads */
+	_Atomic(struct ctx *) recycle;	  /* reads answered on other threads, to put */
+	atomic_bool recycle_wake;	  /* the loop sleeps until recycle fills */
+	atomic_uint answering;		  /* reads being answered on other threads */
+	atomic_ullong answered_elsewhere; /* how many were (the exit line) */
+	struct part *retry_head;	  /* parts that found the queue or bounce pool full */
 	struct part *retry_tail;
 	struct ctx *parked_head; /* waiting for their file's write-behind */
 	struct ctx *parked_tail;
@@ -1257,6 +1273,36 @@ static void held_filled(struct cfs_loop *l, struct ctx *c, int err)
 	ctx_put(l, c);
 }
 
+/* Charge a READ or WRITE to its chunk, once, as it is answered. */
+static void charge(struct ctx *c, int err)
+{
+	unsigned flags = CFS_CS_INFLIGHT | (c->rmw ? CFS_CS_RMW : 0);
+
+	/* A direct read that crossed the end of the chunk: the database asked
+	 * for a page that is not (all) there. */
+	if (c->op == OP_READ && !err && c->direct && c->length_bytes < c->asked_bytes)
+		flags |= CFS_CS_SHORT_READ;
+	cfs_cs_request_done(c->stats, c->op == OP_READ ? CFS_IO_READ : CFS_IO_WRITE, err,
+			    err ? 0 : c->length_bytes, cfs_now_ns() - c->start_ns, flags);
+}
+
+/* The end of a READ from the device: charged, the I/O reference dropped
+ * (the last zero-map snapshot is taken), answered. Any thread (round_done);
+ * c itself is left for its owner to put. */
+static void read_answer(struct cfs_fs *fs, struct ctx *c)
+{
+	int err = atomic_load_explicit(&c->error, memory_order_acquire);
+
+	charge(c, err);
+	cfs_ns_io_end(fs, c->inode);
+	if (err) {
+		cfs_reply_err(c->req, err);
+		return;
+	}
+	zmap_apply(c);
+	fuse_reply_buf(c->req, (char *)c->buf + (c->offset_bytes - c->base_bytes), c->length_bytes);
+}
+
 static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 {
 	struct cfs_fs *fs = l->d->fs;
@@ -1278,18 +1324,15 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		held_filled(l, c, err);
 		return;
 	}
+	if (c->op == OP_READ && !c->ram_reply) {
+		read_answer(fs, c);
+		ctx_put(l, c);
+		return;
+	}
 	if (c->op == OP_WRITE && !err && !c->answered)
 		cfs_ns_write_done(fs, c->inode, c->offset_bytes, c->length_bytes);
-	if (c->op == OP_READ || c->op == OP_WRITE) {
-		unsigned flags = CFS_CS_INFLIGHT | (c->rmw ? CFS_CS_RMW : 0);
-
-		/* A direct read that crossed the end of the chunk: the database
-		 * asked for a page that is not (all) there. */
-		if (c->op == OP_READ && !err && c->direct && c->length_bytes < c->asked_bytes)
-			flags |= CFS_CS_SHORT_READ;
-		cfs_cs_request_done(c->stats, c->op == OP_READ ? CFS_IO_READ : CFS_IO_WRITE, err,
-				    err ? 0 : c->length_bytes, cfs_now_ns() - c->start_ns, flags);
-	}
+	if (c->op == OP_READ || c->op == OP_WRITE)
+		charge(c, err);
 	if (c->ram_reply && !err) {
 		/* From the store itself: the units must stay this file's until
 		 * the kernel has copied them, so io_end after the reply. */
@@ -1315,10 +1358,6 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 
 	if (err) {
 		cfs_reply_err(c->req, err);
-	} else if (c->op == OP_READ) {
-		zmap_apply(c);
-		fuse_reply_buf(c->req, (char *)c->buf + (c->offset_bytes - c->base_bytes),
-			       c->length_bytes);
 	} else if (c->op == OP_WRITE && ((c->drop_cache & CFS_FILE_DROP_CACHE_AFTER) ||
 					 ((c->drop_cache & CFS_FILE_DROP_CACHE_IF_MAPPED) &&
 					  atomic_load(&c->inode->uncached_mapped)))) {
@@ -1333,6 +1372,38 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 	ctx_put(l, c);
 }
 
+/* c answered on another thread: back to its owner's pool at the owner's next
+ * pass; woken only if it sleeps needing contexts (cfs_loop_poll_timeout_ms).
+ * c is the owner's from the push on. */
+static void recycle_push(struct cfs_loop *owner, struct ctx *c)
+{
+	struct ctx *head = atomic_load_explicit(&owner->recycle, memory_order_relaxed);
+	uint64_t one = 1;
+
+	do
+		c->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&owner->recycle, &head, c,
+						      memory_order_seq_cst, memory_order_relaxed));
+	/* Sequentially consistent with the owner's store of the flag and its
+	 * load of the list: one of the two sees the other. */
+	if (atomic_load(&owner->recycle_wake) && atomic_exchange(&owner->recycle_wake, false) &&
+	    write(owner->remote_fd, &one, sizeof(one)) != sizeof(one)) {
+		/* the counter is far from overflowing; nothing else can fail */
+	}
+}
+
+static void recycle_drain(struct cfs_loop *l)
+{
+	struct ctx *c = atomic_exchange_explicit(&l->recycle, NULL, memory_order_acquire);
+
+	while (c) {
+		struct ctx *next = c->next;
+
+		ctx_put(l, c);
+		c = next;
+	}
+}
+
 static void round_done(struct ctx *c)
 {
 	struct cfs_loop *owner = c->owner;
@@ -1340,6 +1411,21 @@ static void round_done(struct ctx *c)
 	if (tls_loop == owner) {
 		c->next = owner->ready;
 		owner->ready = c;
+		return;
+	}
+	/* A READ whose last part finished on the store's completion thread
+	 * (part_new marks them only when replies may go out from any thread):
+	 * answer it here; ctx_continue would finish it at once anyway. */
+	if (c->op == OP_READ && owner->d->reply_any_thread && !c->buf_ring &&
+	    (atomic_load_explicit(&c->error, memory_order_acquire) ||
+	     c->cursor_bytes >= c->end_bytes)) {
+		/* Counted until the push is done: the owner may not exit and
+		 * free itself under it (cfs_loop_idle). */
+		atomic_fetch_add_explicit(&owner->answering, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&owner->answered_elsewhere, 1, memory_order_relaxed);
+		read_answer(owner->d->fs, c);
+		recycle_push(owner, c);
+		atomic_fetch_sub_explicit(&owner->answering, 1, memory_order_release);
 		return;
 	}
 	/* Another loop ran our last completion (a write resumed from a range
@@ -1532,10 +1618,14 @@ static int prepare_read(struct cfs_loop *l, struct ctx *c)
 			start = c->cursor_bytes;
 		while (start < stop && c->nparts < PARTS_PER_ROUND) {
 			uint32_t n = (uint32_t)min_u64(stop - start, CFS_IO_LENGTH_MAX);
+			struct part *p =
+				part_new(c, CFS_IO_READ, start,
+					 run.device_offset_bytes + (start - c->cursor_bytes), n,
+					 c->buf + (start - c->base_bytes), false);
 
-			part_new(c, CFS_IO_READ, start,
-				 run.device_offset_bytes + (start - c->cursor_bytes), n,
-				 c->buf + (start - c->base_bytes), false);
+			/* round_done() answers it on the store's thread */
+			if (c->op == OP_READ && l->d->reply_any_thread)
+				p->rmw.req.flags = CFS_IO_REQ_DONE_ANY_THREAD;
 			start += n;
 		}
 		c->cursor_bytes = start < stop ? start : run_end;
@@ -2176,7 +2266,8 @@ bool cfs_loop_can_receive(const struct cfs_loop *l)
 
 bool cfs_loop_idle(const struct cfs_loop *l)
 {
-	return l->free_count == CFS_LOOP_CONTEXTS && cfs_ioq_inflight(l->q) == 0 && !l->held_timers;
+	return l->free_count == CFS_LOOP_CONTEXTS && cfs_ioq_inflight(l->q) == 0 &&
+	       !l->held_timers && !atomic_load_explicit(&l->answering, memory_order_acquire);
 }
 
 void cfs_loop_stopping(struct cfs_loop *l)
@@ -2185,7 +2276,7 @@ void cfs_loop_stopping(struct cfs_loop *l)
 	l->held_due_ns = 0;
 }
 
-int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
+int cfs_loop_poll_timeout_ms(struct cfs_loop *l)
 {
 	/* Parts waiting for room (the bounce pool is shared by every loop, so
 	 * room may come from another loop's completion), requests parked
@@ -2193,6 +2284,16 @@ int cfs_loop_poll_timeout_ms(const struct cfs_loop *l)
 	 * without an eventfd: look again soon. */
 	if (l->ready)
 		return 0; /* replies waiting: cfs_loop_work yielded to receive */
+	/* Contexts answered on other threads come back without a wakeup,
+	 * unless the loop cannot go on without them: ask for one, then look
+	 * (sequentially consistent with recycle_push). */
+	if (l->free_count < CFS_LOOP_CONTEXTS && (l->stopping || !cfs_loop_can_receive(l))) {
+		atomic_store(&l->recycle_wake, true);
+		if (atomic_load(&l->recycle))
+			return 0;
+	}
+	if (l->stopping && atomic_load_explicit(&l->answering, memory_order_acquire))
+		return 1; /* a reply's thread is still pushing its context */
 	if (l->retry_head || l->parked_head)
 		return 1;
 	if (l->held_timers) {
@@ -2267,6 +2368,8 @@ void cfs_loop_work(struct cfs_loop *l)
 		struct ctx *c, *remote;
 		bool progress = false;
 
+		atomic_store_explicit(&l->recycle_wake, false, memory_order_relaxed);
+		recycle_drain(l);
 		remote = atomic_exchange_explicit(&l->remote, NULL, memory_order_acquire);
 		while (remote) {
 			c = remote;
@@ -2345,6 +2448,10 @@ static int loop_create(struct cfs_daemon *d, unsigned index, unsigned count, str
 	l->remote_fd = -1;
 	l->queue_fd = -1;
 	atomic_init(&l->remote, NULL);
+	atomic_init(&l->recycle, NULL);
+	atomic_init(&l->recycle_wake, false);
+	atomic_init(&l->answering, 0);
+	atomic_init(&l->answered_elsewhere, 0);
 	l->granule_bytes = geo->logical_sector_bytes;
 	l->ram = cfs_io_ram_ptr(d->io, 0, 0) != NULL;
 	if (geo->mem_align_bytes > l->granule_bytes)
@@ -2423,6 +2530,15 @@ void cfs_loops_submit_counts(struct cfs_daemon *d, uint64_t *batches, uint64_t *
 		*batches += b;
 		*requests += r;
 	}
+}
+
+uint64_t cfs_loops_reads_answered_elsewhere(struct cfs_daemon *d)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < d->loop_count; i++)
+		n += atomic_load_explicit(&d->loops[i]->answered_elsewhere, memory_order_relaxed);
+	return n;
 }
 
 void cfs_loops_destroy(struct cfs_daemon *d)

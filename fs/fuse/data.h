@@ -55,6 +55,8 @@ int cfs_loops_create(struct cfs_daemon *d, unsigned count);
 void cfs_loops_destroy(struct cfs_daemon *d);
 /* Device submissions of all loops: batches (system calls) and requests. */
 void cfs_loops_submit_counts(struct cfs_daemon *d, uint64_t *batches, uint64_t *requests);
+/* READs answered on the store's completion thread (round_done), all loops. */
+uint64_t cfs_loops_reads_answered_elsewhere(struct cfs_daemon *d);
 
 void cfs_loop_enter(struct cfs_loop *l);
 unsigned cfs_loop_index(const struct cfs_loop *l);
@@ -75,8 +77,10 @@ bool cfs_loop_idle(const struct cfs_loop *l);
 void cfs_loop_stopping(struct cfs_loop *l);
 /* epoll_wait timeout: -1, or 1 ms while parts wait for room in the queue
  * or the bounce pool, requests are parked behind a write-behind, or I/O is
- * in flight on a backend without an eventfd. */
-int cfs_loop_poll_timeout_ms(const struct cfs_loop *l);
+ * in flight on a backend without an eventfd; 0 when there is work. Called
+ * right before sleeping: it also asks for a wakeup when contexts answered
+ * on other threads are needed back. */
+int cfs_loop_poll_timeout_ms(struct cfs_loop *l);
 
 /*
  * The transport's offer of a reply buffer: fn returns the payload buffer of

@@ -1471,6 +1471,9 @@ int main(int argc, char **argv)
 		say("cannot set up /dev/fuse I/O\n");
 		goto out_unmount;
 	}
+	/* A /dev/fuse reply is one writev(), from any thread; a ring entry is
+	 * its loop's. */
+	d->reply_any_thread = o.transport == CFS_TRANSPORT_DEV;
 
 	/* Before the loops: they hand it O_DIRECT writes to answer. */
 	ret = cfs_dio_inval_start(d->se);
@@ -1540,6 +1543,11 @@ out_join:
 		if (requests)
 			fuse_log(FUSE_LOG_INFO, "chunkfs: device: %llu requests in %llu submits\n",
 				 (unsigned long long)requests, (unsigned long long)batches);
+		requests = cfs_loops_reads_answered_elsewhere(d);
+		if (requests) /* data.c, round_done: tests check it */
+			fuse_log(FUSE_LOG_INFO,
+				 "chunkfs: reads answered on the store's completion thread: %llu\n",
+				 (unsigned long long)requests);
 	}
 	if (o.transport != CFS_TRANSPORT_DEV) {
 		struct cfs_uring_counts c = {0};

@@ -3,7 +3,9 @@
 # machine, tests/lib/ceph.sh): mkchunkfs rbd:POOL/IMAGE, mount, fio with
 # crc32c verify on a chunk (4 jobs at queue depth 16, O_DIRECT) and in large
 # blocks, the chunk's statistics (no errors), unmount, fsck.chunkfs clean,
-# remount and verify again; then kill -9 of the daemon after an fsync, and a
+# remount and verify again; reads are answered on librbd's completion thread
+# (the exit line counts them), a read over written and unwritten sectors of
+# one run among them; then kill -9 of the daemon after an fsync, and a
 # remount on this host with no -o takeover: the dead daemon's lock is broken
 # (its record names this host and a process that is gone) and the fsynced
 # file is there; mkchunkfs -D and fsck read the store afterwards.
@@ -52,7 +54,23 @@ for f in chunk large; do
 done
 cfs_log "chunk: $(cfs_stat "$mnt/chunk" writes) writes, $(cfs_stat "$mnt/chunk" reads) reads, read p99 $(cfs_stat "$mnt/chunk" read_lat_p99_us) us"
 
+# One device read over written and never-written sectors of one allocated
+# unit: the zero map applies on librbd's thread too.
+fallocate -l 1M "$mnt/sparse" || cfs_fail "fallocate"
+head -c 4096 /dev/urandom >"$CFS_WORK/block"
+dd if="$CFS_WORK/block" of="$mnt/sparse" bs=4k seek=1 oflag=direct conv=notrunc status=none ||
+	cfs_fail "write into the unit"
+{ head -c 4096 /dev/zero; cat "$CFS_WORK/block"; head -c 8192 /dev/zero; } >"$CFS_WORK/sparse.want"
+dd if="$mnt/sparse" of="$CFS_WORK/sparse.got" bs=16k count=1 iflag=direct status=none ||
+	cfs_fail "read over written and unwritten sectors"
+cmp "$CFS_WORK/sparse.want" "$CFS_WORK/sparse.got" ||
+	cfs_fail "a read over written and unwritten sectors shows other bytes than the write and zeros"
+
 cfs_umount "$mnt" || cfs_fail "unmount"
+answered=$(sed -nE "s/.*reads answered on the store's completion thread: ([0-9]+).*/\1/p" \
+	"$CFS_WORK/chunkfs-mnt.log" | tail -n 1)
+cfs_log "reads answered on librbd's thread: ${answered:-none}"
+[ "${answered:-0}" -gt 0 ] || { cfs_daemon_log "$mnt"; cfs_fail "no read was answered on librbd's completion thread"; }
 "$CFS_BIN/fsck.chunkfs" "$src" >"$CFS_WORK/fsck.out" 2>&1 || { cat "$CFS_WORK/fsck.out"; cfs_fail "fsck after unmount"; }
 cfs_log "$(tail -n 1 "$CFS_WORK/fsck.out")"
 
