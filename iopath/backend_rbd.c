@@ -33,7 +33,7 @@
  * runs done() itself (through cfs_ioq_complete), so the caller's next step
  * (the daemon's reply to a READ) starts on librbd's thread instead of after
  * the eventfd has woken the queue's loop, one thread wake-up less per
- * request (bench/results/rbd-qd1-direct-20261205-133000/notes.md). Nothing
+ * request. Nothing
  * of the queue is touched after it: once cfs_ioq_inflight() drops, the
  * queue may be destroyed. Such requests write no eventfd, so a reap that
  * must wait (queue destruction, cfs_ioq_sync) looks at the in-flight count
