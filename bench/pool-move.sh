@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # bench/pool-move.sh — what moving a chunk between the stores of a pool
 # costs (fs/POOLS.md, "Moving a chunk online"). A pool of two stores, image
-# files on the same disk, written in full by mkchunkfs (no allocation by the
-# disk filesystem during the runs). Three parts:
+# files on the same disk, written in full by mkchunkfs; the units a move
+# frees are discarded (holes punched in the image), so the next move into
+# them writes into holes. Three parts:
 #   throughput  a chunk of -s bytes, written in full, moved to the other
 #               store with `chunkfs move --wait` (no rate limit), against
 #               dd iflag=direct oflag=direct conv=fsync of the same number
 #               of bytes between two files of that size on the same disk,
-#               with bs=1M and bs=256K; the three alternate (rotated order,
-#               each repetition the other direction); the move's bandwidth
-#               is the daemon's own (user.chunkfs.move rate=, the copy and
-#               the switches up to the last durable commit) and the wall
-#               time of `chunkfs move` (which polls every 200 ms);
+#               with bs=1M and bs=256K, and with bs=1M into a destination
+#               punched to holes first (as a store's image file is where the
+#               units a move freed were discarded) and with oflag=dsync (a
+#               flush per MiB, as the mover's durable switch per unit); all
+#               alternate (rotated order, each repetition the other
+#               direction); the move's bandwidth is the daemon's own
+#               (user.chunkfs.move rate=, the copy and the switches up to
+#               the last durable commit) and the wall time of `chunkfs move`
+#               (which polls every 200 ms);
 #   foreground  fio 4 KiB randrw QD16 O_DIRECT on another chunk of the pool
 #               (on the first store) for -r seconds: alone, while the big
 #               chunk moves back and forth unthrottled, and while it moves
@@ -180,7 +185,7 @@ if want throughput; then
 	fill "$work/dd-a" "$bytes"
 	fill "$work/dd-b" "$bytes"
 	echo "rep,what,direction,seconds,MBps,daemon_MBps" >"$resdir/throughput.csv"
-	whats=(move dd-1M dd-256K)
+	whats=(move dd-1M dd-256K dd-1M-holes dd-1M-dsync)
 	[ -z "$other_bin" ] || whats+=(move-B)
 	for ((r = 1; r <= reps; r++)); do
 		for what in $(bench_rotate $((r - 1)) "${whats[@]}"); do
@@ -199,8 +204,15 @@ if want throughput; then
 			else
 				src=$work/dd-a dst=$work/dd-b
 				[ $((r % 2)) = 0 ] && src=$work/dd-b dst=$work/dd-a
+				bs=${what#dd-} oflag=direct
+				case $what in
+				dd-1M-holes) # the destination as the mover finds a store's freed units
+					bs=1M
+					fallocate -p -o 0 -l "$bytes" "$dst" ;;
+				dd-1M-dsync) bs=1M oflag=direct,dsync ;; # a flush per MiB
+				esac
 				t0=$(now)
-				dd if="$src" of="$dst" bs="${what#dd-}" iflag=direct oflag=direct \
+				dd if="$src" of="$dst" bs="$bs" iflag=direct oflag="$oflag" \
 					conv=notrunc,fsync status=none || bench_die "dd $what"
 				secs=$(calc "$(now) - $t0")
 				mbps=$(calc "$bytes / $secs / 1000000")
@@ -332,7 +344,8 @@ if t:
     print("throughput: MB/s, medians of %d repetitions (min-max)" % len({r["rep"] for r in t}))
     mb = {}
     moves = [w for w in ("move", "move-B") if any(r["what"] == w for r in t)]
-    for what in ["dd-1M", "dd-256K"] + moves:
+    dds = [w for w in ("dd-1M", "dd-256K", "dd-1M-holes", "dd-1M-dsync") if any(r["what"] == w for r in t)]
+    for what in dds + moves:
         v = [float(r["MBps"]) for r in t if r["what"] == what]
         mb[what] = med(v)
         print("  %-22s %8.0f  (%.0f-%.0f)" % (what + (" (wall)" if what.startswith("move") else ""),
@@ -343,7 +356,7 @@ if t:
             print("  %-22s %8.0f  (%.0f-%.0f)" % (what + " (daemon rate)", med(d), min(d), max(d)))
     for w in moves:
         for k, name in ((w + " daemon", w + " (daemon rate)"), (w, w + " (wall)")):
-            print("  %s / dd bs=1M %.2fx, / dd bs=256K %.2fx" % (name, mb[k] / mb["dd-1M"], mb[k] / mb["dd-256K"]))
+            print("  %s / %s" % (name, ", / ".join("%s %.2fx" % (d, mb[k] / mb[d]) for d in dds)))
     if "move-B" in mb:
         for k in ("", " daemon"):
             print("  move / move-B%s %.2fx" % (k and " (daemon rate)" or " (wall)", mb["move" + k] / mb["move-B" + k]))
