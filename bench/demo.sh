@@ -4,6 +4,8 @@
 # symlinks a DBA points the database at, run a short database-like load
 # (2 KiB and 4 KiB O_DIRECT pages with fsync), show each chunk's statistics
 # (getfattr through a symlink, chunkfs stat), show that the data survives a
+# remount, join a second store to make a pool and move a chunk to it online
+# under a load (chunkfs move, with its progress), verify again after a
 # remount, and unmount. Needs root (FUSE mount), fio and getfattr (attr).
 #
 # Environment: BUILD (default release), DEMO_DIR (default /var/tmp/chunkfs-demo),
@@ -16,6 +18,8 @@ dir=${DEMO_DIR:-/var/tmp/chunkfs-demo}
 size=${DEMO_SIZE:-1G}
 seconds=${DEMO_SECONDS:-10}
 image=$dir/store.img
+image2=$dir/store2.img
+source=$image			# the pool's stores, once the second one joins
 mnt=$dir/mnt
 links=$dir/chunks		# what the database is configured with
 daemon=
@@ -23,7 +27,7 @@ daemon=
 step() { printf '\n== %s\n' "$*"; }
 
 mount_store() {
-	"$bin/chunkfs" -f "$image" "$mnt" &
+	"$bin/chunkfs" -f "$source" "$mnt" &
 	daemon=$!
 	for _ in $(seq 100); do
 		grep -q " $mnt fuse.chunkfs " /proc/mounts && return 0
@@ -51,7 +55,7 @@ trap cleanup EXIT
 
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (it mounts a FUSE filesystem)" >&2; exit 1; }
 mkdir -p "$dir"
-rm -f "$image"
+rm -f "$image" "$image2"
 mkdir -p "$mnt" "$links"
 
 step "format a $size store on an image file: mkchunkfs -s $size -L demo $image"
@@ -102,7 +106,48 @@ mount_store
 ( cd "$mnt" && md5sum -c "$dir/sums" )
 df -h "$mnt"
 
+step "a second store joins, making a pool (unmounted): mkchunkfs -s $size -L demo2 --join $image $image2"
+unmount_store
+"$bin/mkchunkfs" -q -s "$size" -L demo2 --join "$image" "$image2"
+source=$image,$image2
+mount_store
+getfattr --absolute-names --only-values -n user.chunkfs.stores "$mnt"
+echo
+
+step "move datadbs1 to demo2 online, under a load on it: chunkfs move --rate 32M $links/datadbs1 demo2"
+fio --output=/dev/null --ioengine=io_uring --direct=1 --time_based --runtime=5 \
+	--name=datadbs1-4k --filename="$links/datadbs1" --bs=4k --rw=randrw --rwmixread=70 --iodepth=16 --fsync=64 &
+load=$!
+sleep 0.5
+# The limit counts the bytes copied: sectors the chunk never had written
+# are not copied, so the progress can run ahead of it.
+if [ -t 1 ]; then
+	"$bin/chunkfs" move --rate 32M "$links/datadbs1" demo2 # a progress line on a terminal
+else
+	"$bin/chunkfs" move --no-wait --rate 32M "$links/datadbs1" demo2
+	for _ in $(seq 120); do # the same progress, one line a second
+		st=$("$bin/chunkfs" move --status "$links/datadbs1")
+		echo "$st"
+		case $st in
+		state=done*) break ;;
+		state=error* | state=nospace*) echo "demo: the move failed" >&2; exit 1 ;;
+		esac
+		sleep 1
+	done
+fi
+wait $load
+echo "datadbs1 is on: $(getfattr --absolute-names --only-values -n user.chunkfs.store "$links/datadbs1")"
+getfattr --absolute-names --only-values -n user.chunkfs.stores "$mnt"
+echo
+
+step "checksums, unmount, mount the pool again, and compare"
+sync "$mnt/datadbs1"
+( cd "$mnt" && md5sum rootdbs datadbs1 tempdbs1 ) | tee "$dir/sums"
+unmount_store
+mount_store
+( cd "$mnt" && md5sum -c "$dir/sums" )
+
 step "unmount"
 unmount_store
 echo
-echo "demo: done (store: $image; rerun with DEMO_SECONDS=60 for a longer load)"
+echo "demo: done (stores: $image, $image2; rerun with DEMO_SECONDS=60 for a longer load)"
