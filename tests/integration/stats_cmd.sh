@@ -120,11 +120,16 @@ assert any(n == "chunkfs_info" and 'backend="uring"' in l for n, l in values), "
 EOF
 
 cfs_log "-i 1 -c 4: interval reports"
-# 200 reads right after the first report; three 1 s intervals leave a busy
-# machine time to finish them before the last
+# 200 reads right after the first report (waited for: a sanitized build on a
+# busy machine takes more than a second to print it); three 1 s intervals
+# leave a busy machine time to finish them before the last
 stat_cmd -i 1 -c 4 --json "$mnt/dbs/c2" >"$CFS_WORK/intervals" &
 sp=$!
-sleep 0.3
+for ((i = 0; i < 300; i++)); do
+	[ -s "$CFS_WORK/intervals" ] && break
+	sleep 0.05
+done
+[ -s "$CFS_WORK/intervals" ] || cfs_fail "chunkfs stat -i printed no first report in 15 s"
 dd if="$mnt/dbs/c2" of=/dev/null bs=4k count=200 iflag=direct status=none
 wait $sp || cfs_fail "chunkfs stat -i"
 python3 - "$CFS_WORK/intervals" <<'EOF' || cfs_fail "intervals: $(cat "$CFS_WORK/intervals")"
