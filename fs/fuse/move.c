@@ -12,8 +12,8 @@
  *      flight, every one finished before the switch;
  *   3. switch (cfs_ns_move_switch: remap + one transaction, old unit freed
  *      as unmapped units are) and ask for a commit without waiting;
- *   4. the guard leaves the switched units once the durable sequence has
- *      passed their switch (the next unit's step 1 looks).
+ *   4. the guard leaves each switched unit once the durable sequence has
+ *      passed its switch (the next unit's step 1 looks), oldest first.
  * Reads never wait: until the switch they read the old unit, which holds
  * the same bytes and stays allocated while any I/O reference exists.
  *
@@ -51,6 +51,10 @@
 /* The mover's queue: one request per piece in flight. */
 #define MOVE_QUEUE_DEPTH 8u
 _Static_assert(MOVE_PIECES <= MOVE_QUEUE_DEPTH, "a piece never waits for a queue slot");
+/* Switched units whose transaction is not durable yet, remembered in
+ * order: the guard starts at the oldest of them. Past this many the mover
+ * waits for a commit. */
+#define MOVE_PENDING_MAX 64u
 /* A rate-limited or paused mover looks at its requests this often. */
 #define MOVE_NAP_NS 50000000ull
 
@@ -99,6 +103,12 @@ struct piece {
 	bool busy;	/* a read or write in flight, or a read done and its write due */
 	bool write_due; /* the read finished: the write goes next */
 	int res;	/* -errno of its read or write */
+};
+
+/* A switched unit whose transaction is not durable yet. */
+struct pending_switch {
+	uint64_t seq;	   /* the switch's transaction */
+	uint64_t lo_bytes; /* the unit's first file byte */
 };
 
 /* A unit to move: file unit -> the store unit it maps now. */
@@ -504,7 +514,8 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			       int *err)
 {
 	const struct cfs_extent_geom *g = &FS()->geom;
-	uint64_t pending_seq = 0, pending_lo = 0;
+	struct pending_switch pending[MOVE_PENDING_MAX]; /* a ring, oldest first */
+	unsigned pending_head = 0, pending_count = 0;
 	bool guarded = false;
 	enum stop_why why = GO_ON;
 	uint64_t started = now_ns();
@@ -534,10 +545,17 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			m->run_count = n;
 			take_reserved(m, &to_unit);
 		}
-		if (pending_seq && cfs_journal_durable_seq(FS()->journal) >= pending_seq)
-			pending_seq = 0; /* the switched units are durable: released */
-		cfs_data_guard_set(inode, pending_seq ? pending_lo : fu << g->unit_shift,
-				   (fu + 1) << g->unit_shift);
+		if (pending_count == MOVE_PENDING_MAX)
+			cfs_journal_commit_sync(FS()); /* commits lag: hold no more */
+		/* Durable switches leave the guard, oldest first: a commit
+		 * that lags one unit behind must not keep every moved unit
+		 * guarded until the end. */
+		for (uint64_t durable = cfs_journal_durable_seq(FS()->journal);
+		     pending_count && pending[pending_head].seq <= durable; pending_count--)
+			pending_head = (pending_head + 1) % MOVE_PENDING_MAX;
+		cfs_data_guard_set(
+			inode, pending_count ? pending[pending_head].lo_bytes : fu << g->unit_shift,
+			(fu + 1) << g->unit_shift);
 		guarded = true;
 		cfs_data_guard_drain(inode);
 		ret = copy_unit(m, inode, fu, c->list[i].store_unit, to_unit);
@@ -559,9 +577,8 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			*err = ret;
 			break;
 		}
-		if (!pending_seq)
-			pending_lo = fu << g->unit_shift;
-		pending_seq = seq;
+		pending[(pending_head + pending_count++) % MOVE_PENDING_MAX] =
+			(struct pending_switch){seq, fu << g->unit_shift};
 		cfs_journal_kick(FS()); /* group commit: not waited for here */
 		pthread_mutex_lock(&mv.lock);
 		m->done_bytes += g->unit_bytes;
@@ -572,7 +589,7 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 	if (guarded) {
 		/* A write acknowledged into a switched unit must not be undone
 		 * by a crash that replays the old mapping: durable first. */
-		if (pending_seq)
+		if (pending_count)
 			cfs_journal_commit_sync(FS());
 		cfs_data_guard_clear(inode);
 	}
