@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/dbprofile.sh — where a database's transactions go on chunkfs: one
 # timed load (MariaDB sysbench oltp_read_write with the datadir on a store
-# mount, or PostgreSQL pgbench with its tablespace on one) while
+# mount, PostgreSQL pgbench with its tablespace on one, or SQLite's
+# bench/sqlite_load.py with its database on one) while
 #   - perf records the chunkfs daemon (cycles, call graphs): its hottest
 #     symbols and the share of its time in the kernel;
 #   - perf records the kernel's FUSE tracepoints (fuse:fuse_request_send and
@@ -12,11 +13,16 @@
 #     reads, writes, fsyncs, read-modify-writes per transaction.
 # Not a timing benchmark: the tracing costs time; compare the mix, not tps.
 #
-# usage: bench/dbprofile.sh [-w mariadb|pgbench] [-T seconds] [-S image-size]
+# usage: bench/dbprofile.sh [-w mariadb|pgbench|sqlite] [-T seconds] [-S image-size]
 #                           [-d dir] [-o result-dir] [-O chunkfs-opts] [-P]
+#                           [-j wal|delete] [-r rows]
 #   -w  the load (default mariadb: 2 tables x 100k rows, 4 threads, buffer
-#       pool 32M, O_DIRECT; pgbench: scale 20, 4 clients, shared_buffers 128MB)
+#       pool 32M, O_DIRECT; pgbench: scale 20, 4 clients, shared_buffers 128MB;
+#       sqlite: sqlite_load.py, 4 writers x ROWS rows in transactions of 100,
+#       2 readers, as long as it takes: -T is ignored)
 #   -T  seconds of the timed load (default 30)
+#   -j  sqlite: the journal mode (default wal)
+#   -r  sqlite: rows per writer (default 5000)
 #   -P  trace the bulk load instead (sysbench prepare, pgbench -i): counts
 #       per row loaded, for as long as it takes (-T is ignored)
 #   -o  result directory (default bench/results/dbprofile-<load>-<time>/):
@@ -32,10 +38,12 @@ dir=/var/tmp
 res=
 cfs_opts=
 bulk=0
+journal=wal
+rows=5000
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "w:T:S:d:o:O:Ph" opt; do
+while getopts "w:T:S:d:o:O:Pj:r:h" opt; do
 	case $opt in
 	w) load=$OPTARG ;;
 	T) secs=$OPTARG ;;
@@ -44,11 +52,16 @@ while getopts "w:T:S:d:o:O:Ph" opt; do
 	o) res=$OPTARG ;;
 	O) cfs_opts=$OPTARG ;;
 	P) bulk=1 ;;
+	j) journal=$OPTARG ;;
+	r) rows=$OPTARG ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
 done
-case $load in mariadb | pgbench) ;; *) echo "dbprofile.sh: -w: mariadb or pgbench, not $load" >&2; exit 2 ;; esac
+case $load in mariadb | pgbench | sqlite) ;; *) echo "dbprofile.sh: -w: mariadb, pgbench or sqlite, not $load" >&2; exit 2 ;; esac
+case $journal in wal | delete) ;; *) echo "dbprofile.sh: -j: wal or delete, not $journal" >&2; exit 2 ;; esac
+[ $bulk = 0 ] || [ $load != sqlite ] || { echo "dbprofile.sh: -P: not for sqlite" >&2; exit 2; }
+[[ $rows =~ ^[1-9][0-9]*$ ]] || { echo "dbprofile.sh: -r: not a positive number: $rows" >&2; exit 2; }
 [[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "dbprofile.sh: -T: not a positive number: $secs" >&2; exit 2; }
 
 export CFS_TEST_TMPDIR=$dir
@@ -60,6 +73,8 @@ if [ "$load" = mariadb ]; then
 	. "$root/tests/lib/mariadb.sh"
 	my_require
 	cfs_require_cmd sysbench
+elif [ "$load" = sqlite ]; then
+	python3 -c 'import sqlite3' || cfs_skip "python3 without its sqlite3 module"
 else
 	. "$root/tests/lib/pg.sh"
 	pg_require
@@ -74,7 +89,7 @@ mkdir -p "$CFS_WORK/bin"
 cp "$CFS_BIN/chunkfs" "$CFS_BIN/mkchunkfs" "$CFS_WORK/bin/"
 CFS_BIN=$CFS_WORK/bin
 stamp=$(date -u +%Y%m%d-%H%M%S)
-[ -n "$res" ] || res=$root/bench/results/dbprofile-$load$([ $bulk = 0 ] || echo -bulk)-$stamp
+[ -n "$res" ] || res=$root/bench/results/dbprofile-$load$([ $load != sqlite ] || echo "-$journal")$([ $bulk = 0 ] || echo -bulk)-$stamp
 mkdir -p "$res"
 res=$(cd "$res" && pwd)
 
@@ -107,6 +122,12 @@ if [ "$load" = mariadb ]; then
 		}
 		transactions() { sed -nE 's/^ +transactions: +([0-9]+) .*/\1/p' "$res/load.log"; }
 	fi
+elif [ "$load" = sqlite ]; then
+	# the writers' transactions (the readers' queries are in load.log)
+	run_load() {
+		python3 "$root/bench/sqlite_load.py" -j "$journal" -r "$rows" "$mnt/bench.db" >"$res/load.log" 2>&1
+	}
+	transactions() { echo $((4 * rows / 100)); }
 else
 	install -d -o "$PG_USER" -g "$PG_USER" -m 700 "$mnt/pg"
 	PG_PORT=5503 pg_init "$CFS_WORK/pgdata" "shared_buffers = 128MB" "max_wal_size = 1GB"
@@ -164,12 +185,12 @@ perf script -i "$CFS_WORK/fuse.perf" 2>/dev/null >"$CFS_WORK/fuse.txt"
 		--percent-limit 1 2>/dev/null | grep -E '^ +[0-9]'
 	echo "# inclusive (with children), top 30"
 	perf report -i "$CFS_WORK/daemon.perf" --stdio --children -g none --sort sym \
-		2>/dev/null | grep -E '^ +[0-9]' | head -n 30
+		2>/dev/null | grep -E '^ +[0-9]' | sed -n 1,30p
 	echo "# by shared object"
 	perf report -i "$CFS_WORK/daemon.perf" --stdio --no-children -g none --sort dso \
 		--percent-limit 0.5 2>/dev/null | grep -E '^ +[0-9]'
 } >"$res/perf-daemon.txt"
-cat "$res/load.log" | grep -E 'transactions:|tps =|95th|latency average' || true
+cat "$res/load.log" | grep -E 'transactions:|tps =|95th|latency average|^(wal|delete),' || true
 cat "$res/stats.txt" "$res/mix.txt"
-head -n 25 "$res/perf-daemon.txt"
+sed -n 1,25p "$res/perf-daemon.txt"
 echo "# results: $res"

@@ -6,7 +6,8 @@ tracepoints (fuse:fuse_request_send and fuse:fuse_request_end, recorded with
 `perf record -a` and printed by `perf script`): per opcode, the number of
 requests (and per transaction, given the number of transactions), their
 latency from send to end (the daemon's service time plus the queueing in
-/dev/fuse: medians and 99th percentiles), and for WRITE the payload sizes
+/dev/fuse: medians, 99th percentiles and their sum, the time callers spent
+waiting for that opcode), and for WRITE the payload sizes
 (len is the request's length: header plus data) in classes: under 4 KiB,
 4 KiB, 4 KiB-1 MiB, 1 MiB or more, each with its own count and latency.
 
@@ -59,18 +60,20 @@ def main():
                 t0, op0 = sent.pop(m.group(3))
                 lat.setdefault(op0, []).append((float(m.group(1)) - t0) * 1e6)
     total = sum(count.values())
-    print("%-12s %9s %9s %10s %10s" % ("opcode", "requests", "per tx" if tx else "", "p50 us", "p99 us"))
+    print("%-12s %9s %9s %10s %10s %10s" % ("opcode", "requests", "per tx" if tx else "", "p50 us", "p99 us",
+                                           "sum ms"))
     for op, n in sorted(count.items(), key=lambda kv: -kv[1]):
         lv = lat.get(op, []) if op != "WRITE" else [x for k, v in lat.items() if k.startswith("WRITE ")
                                                       for x in v]
-        print("%-12s %9d %9s %10.1f %10.1f" % (op, n, "%.2f" % (n / tx) if tx else "",
-                                              statistics.median(lv) if lv else 0, pct(lv, 0.99)))
+        print("%-12s %9d %9s %10.1f %10.1f %10.1f" % (op, n, "%.2f" % (n / tx) if tx else "",
+                                                     statistics.median(lv) if lv else 0, pct(lv, 0.99),
+                                                     sum(lv) / 1000))
     print("%-12s %9d %9s" % ("all", total, "%.2f" % (total / tx) if tx else ""))
     for cls in wsize:
         lv = lat.get("WRITE " + cls, [])
         if lv:
-            print("  %-10s %9d %9s %10.1f %10.1f" % (cls, wsize[cls], "%.2f" % (wsize[cls] / tx) if tx else "",
-                                                   statistics.median(lv), pct(lv, 0.99)))
+            print("  %-10s %9d %9s %10.1f %10.1f %10.1f" % (cls, wsize[cls], "%.2f" % (wsize[cls] / tx) if tx else "",
+                                                          statistics.median(lv), pct(lv, 0.99), sum(lv) / 1000))
     if count.get("WRITE"):
         print("WRITE payloads: " + ", ".join("%s %d (%.0f%%)" % (k, v, 100.0 * v / count["WRITE"])
                                             for k, v in wsize.items()) +
