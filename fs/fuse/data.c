@@ -181,6 +181,11 @@ struct ctx {
 	uint8_t held_n;
 	uint8_t fill_mask;
 	uint32_t fill_bytes;
+	/* OP_READ: copies of the held blocks it overlaps, taken when it
+	 * started (read_snap), in buf after its buf_bytes; laid over the
+	 * store's bytes before the reply. */
+	uint8_t snap_n;
+	uint64_t snap_offset_bytes[CFS_HELD_SLOTS];
 	struct part parts[PARTS_PER_ROUND];
 };
 
@@ -325,6 +330,7 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->drop_cache = 0;
 	c->behind_slot = -1;
 	c->held_noted = false;
+	c->snap_n = 0;
 	c->direct_counted = false;
 	c->store_counted = false;
 	c->grow = false;
@@ -369,6 +375,8 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 static void ctx_continue(struct cfs_loop *l, struct ctx *c);
 static void ctx_finish(struct cfs_loop *l, struct ctx *c);
 static void read_go(struct cfs_loop *l, struct ctx *c);
+static bool read_snap(struct cfs_loop *l, struct ctx *c);
+static void park(struct cfs_loop *l, struct ctx *c);
 
 #define BEHIND_ROUND CFS_IO_SECTOR_MAX
 
@@ -495,10 +503,11 @@ static void zero_relocate(struct ctx *c)
  * A changed block goes to the store whole, by one aligned write from a copy
  * (OP_FLUSH; writes may go on changing the block meanwhile): when a write
  * reaches its end (an appender moved on), after CFS_HELD_DELAY_NS (the loop
- * that listed it keeps a timer list), before a READ of its bytes reaches
- * the store, before an unabsorbed write of its bytes goes to the store, and
- * for every fsync, SEEK_DATA/HOLE, truncate or punch: admit() waits for the
- * changes each of these must see (by sequence number, held.h). A flush's
+ * that listed it keeps a timer list), before an unabsorbed write of its
+ * bytes goes to the store, and for every fsync, SEEK_DATA/HOLE, truncate or
+ * punch: admit() waits for the changes each of these must see (by sequence
+ * number, held.h). A READ of its bytes does not wait: it takes a copy of
+ * the block and lays it over what the store gives (read_snap). A flush's
  * failure is the file's next fsync's error, as for a write-behind.
  * A truncate that cuts, a punch, a zeroed range and O_TRUNC drop the file's
  * held blocks
@@ -700,6 +709,8 @@ static bool held_admit(struct cfs_loop *l, struct ctx *c, uint64_t a, uint64_t b
 				ok = false;
 			continue;
 		}
+		if (c->op == OP_READ && blk->state == CFS_HELD_LIVE)
+			continue; /* read_go copies it (read_snap): no flush to wait for */
 		if (c->op != OP_WRITE) {
 			/* READ, fsync, seek, truncate, punch. */
 			if (cfs_held_needs_flush(blk, c->held_seq))
@@ -941,6 +952,12 @@ static void admit_or_park(struct cfs_loop *l, struct ctx *c,
 		go(l, c);
 		return;
 	}
+	park(l, c);
+}
+
+/* c waits on l's parked list until admit() lets it (run_parked). */
+static void park(struct cfs_loop *l, struct ctx *c)
+{
 	atomic_fetch_add_explicit(&c->inode->behind_waiters, 1, memory_order_acq_rel);
 	c->next = NULL;
 	if (l->parked_tail)
@@ -1111,6 +1128,21 @@ static void zmap_apply(struct ctx *c)
 			;
 		memset(c->buf + g * ZMAP_GRAIN_BYTES, 0, run * ZMAP_GRAIN_BYTES);
 		g += run;
+	}
+}
+
+/* OP_READ: the held blocks' copies over what the store gave (read_snap). */
+static void snap_apply(struct ctx *c)
+{
+	const uint8_t *snap = c->buf + c->buf_bytes;
+	uint64_t end = c->base_bytes + c->buf_bytes;
+
+	for (unsigned i = 0; i < c->snap_n; i++) {
+		uint64_t b = c->snap_offset_bytes[i];
+		uint64_t lo = b > c->base_bytes ? b : c->base_bytes;
+		uint64_t hi = b + HB < end ? b + HB : end;
+
+		memcpy(c->buf + (lo - c->base_bytes), snap + (size_t)i * HB + (lo - b), hi - lo);
 	}
 }
 
@@ -1300,6 +1332,7 @@ static void read_answer(struct cfs_fs *fs, struct ctx *c)
 		return;
 	}
 	zmap_apply(c);
+	snap_apply(c);
 	fuse_reply_buf(c->req, (char *)c->buf + (c->offset_bytes - c->base_bytes), c->length_bytes);
 }
 
@@ -1874,6 +1907,7 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 	fuse_req_t req = c->req;
 	uint64_t offset = c->offset_bytes, file_size;
 	size_t size = c->asked_bytes;
+	uint32_t snap_room;
 	int ret;
 
 	/* The size after the I/O reference: a truncate that unmapped units we
@@ -1899,9 +1933,13 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 	c->end_bytes = align_up(offset + size, l->granule_bytes);
 	c->cursor_bytes = c->base_bytes;
 	memset(c->zmap, 0, sizeof(c->zmap));
+	/* Room for copies of held blocks after the range (read_snap). */
+	snap_room = atomic_load_explicit(&inode->held_blocks, memory_order_acquire)
+			    ? CFS_HELD_SLOTS * HB
+			    : 0;
 	{
 		size_t rb_bytes = 0;
-		void *rb = c->base_bytes == offset ? reply_buf(&rb_bytes) : NULL;
+		void *rb = c->base_bytes == offset && !snap_room ? reply_buf(&rb_bytes) : NULL;
 
 		if (rb && c->end_bytes - c->base_bytes <= rb_bytes) {
 			/* FUSE over io_uring: the device reads straight into
@@ -1913,7 +1951,8 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 			c->buf_heap = false;
 			c->buf_ring = true;
 		} else {
-			ret = ctx_buf(l, c, (uint32_t)(c->end_bytes - c->base_bytes));
+			ret = ctx_buf(l, c, (uint32_t)(c->end_bytes - c->base_bytes) + snap_room);
+			c->buf_bytes = (uint32_t)(c->end_bytes - c->base_bytes);
 			if (ret) {
 				atomic_store(&c->error, ret);
 				c->end_bytes = c->cursor_bytes;
@@ -1922,7 +1961,59 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 			}
 		}
 	}
+	if (snap_room && !read_snap(l, c))
+		return; /* parked again */
 	ctx_continue(l, c);
+}
+
+/*
+ * A READ of a file with held blocks, from read_go: copy the LIVE blocks its
+ * range overlaps to the room after its range (snap_apply lays them over the
+ * store's bytes before the reply), so it need not wait for their flush: a
+ * LIVE block's bytes are the block's newest, every write answered before
+ * the READ arrived included. When they cover the range, no device read at
+ * all. A block dropped while its flush is in flight (DEAD) with changes
+ * the READ must see: the READ goes back to admit(), which waits for that
+ * flush. False when parked so.
+ */
+static bool read_snap(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+	uint8_t *snap = c->buf + c->buf_bytes;
+	uint64_t a = c->base_bytes, b = c->end_bytes, covered = 0;
+	bool wait = false;
+
+	pthread_mutex_lock(&inode->lock);
+	for (unsigned i = 0; inode->held && i < CFS_HELD_SLOTS; i++) {
+		struct cfs_held_block *blk = &inode->held->block[i];
+
+		if (blk->state == CFS_HELD_FREE || !cfs_held_overlaps(blk, a, b))
+			continue;
+		if (blk->state == CFS_HELD_LIVE) {
+			memcpy(snap + (size_t)c->snap_n * HB, blk->bytes, HB);
+			c->snap_offset_bytes[c->snap_n++] = blk->file_offset_bytes;
+			covered += min_u64(blk->file_offset_bytes + HB, b) -
+				   (blk->file_offset_bytes > a ? blk->file_offset_bytes : a);
+		} else if (blk->state == CFS_HELD_DEAD && c->held_noted &&
+			   cfs_held_unstored(blk, c->held_seq)) {
+			wait = true;
+		}
+	}
+	pthread_mutex_unlock(&inode->lock);
+	if (wait) {
+		/* Start over from admit(), which waits for that flush. */
+		c->snap_n = 0;
+		if (c->buf_heap)
+			free(c->buf);
+		else
+			cfs_ioq_buf_put(l->q, c->buf);
+		c->buf = NULL;
+		park(l, c);
+		return false;
+	}
+	if (covered == b - a)
+		c->cursor_bytes = c->end_bytes; /* all of it from the copies */
+	return true;
 }
 
 /* Under the lock: nothing in flight may still write block b of inode (not

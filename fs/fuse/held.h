@@ -5,8 +5,8 @@
  * each has reached the store. A buffered write smaller than a block lands in
  * the block's held copy and is answered at once; the block goes to the store
  * later, whole, by one aligned write (a "flush"): when a write fills it, at
- * fsync, before a read or an unabsorbed write of its bytes, or after
- * CFS_HELD_DELAY_NS.
+ * fsync, before an unabsorbed write of its bytes, or after CFS_HELD_DELAY_NS.
+ * A READ of its bytes takes a copy of it instead (data.c, read_snap).
  *
  * This module is bookkeeping only: no I/O, no locking, no FUSE. Every call is
  * made under the owning inode's lock; fs/fuse/data.c decides when to absorb,

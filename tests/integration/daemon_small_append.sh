@@ -12,6 +12,9 @@
 #      checked against a copy in memory). After unmount and mount: every record and byte.
 #   2. the device requests of 4 writers x 3000 records with one fsync at
 #      the end: fewer than one per 4 records (was at least one per record);
+#   2b. appends each read back at once through O_DIRECT: the READs are
+#      answered from the held copies, fewer than one device request per 4
+#      records (each READ used to wait for a flush and read the store);
 #   3. the writers again, kill -9 of the daemon under them: after a mount,
 #      every fsynced record is there, whole and in order;
 #   4. 1 and the random loads on a RAM mount.
@@ -78,6 +81,17 @@ cfs_log "2: $total small writes, $reqs device requests"
 [ $((reqs * 4)) -lt $total ] || cfs_fail "$reqs device requests for $total small writes"
 cfs_mount "$img" "$mnt"
 $util verify "$mnt/two" "$ack" $writers $records || cfs_fail "records lost in 2"
+
+# ---- 2b. READs of held blocks come from the copies -------------------------------------------
+umount_ok
+cfs_mount "$img" "$mnt"
+$util readback "$mnt/readback" 2000 || cfs_fail "a record was not read back"
+umount_ok
+line=$(grep "chunkfs: device:" "$log" | tail -n 1)
+reqs=$(sed -E 's/.*device: ([0-9]+) requests in .*/\1/' <<<"$line")
+cfs_log "2b: 2000 appends each read back through O_DIRECT, $reqs device requests"
+[ $((reqs * 4)) -lt 2000 ] || cfs_fail "$reqs device requests for 2000 appends read back"
+cfs_mount "$img" "$mnt"
 
 # ---- 3. kill -9 under the writers ----------------------------------------------------------
 rm -rf "$ack" && mkdir -p "$ack" "$mnt/three"

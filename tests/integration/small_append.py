@@ -23,6 +23,11 @@
       goes to WANT at the end.
   compare PATH WANT
       PATH holds exactly the bytes of WANT.
+  readback PATH RECORDS
+      Appends RECORDS records to PATH (buffered) and after each one reads
+      the 4 KiB block holding its end through an O_DIRECT open (a READ the
+      daemon answers while the block is held) and checks the record's
+      bytes there.
 """
 import ctypes
 import errno
@@ -268,6 +273,31 @@ def compare(path, wantpath):
     return 0
 
 
+def readback(path, records):
+    fo = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 8192)
+    end = 0
+    try:
+        for s in range(records):
+            r = record(0, s)
+            os.write(fo, r)
+            start, end = end, end + len(r)
+            block = (end - 1) // 4096 * 4096
+            lo = min(start, block)
+            n = os.preadv(fd, [buf], lo // 4096 * 4096)
+            got = bytes(buf[:n])
+            want_at = start - lo // 4096 * 4096
+            if got[want_at:want_at + len(r)] != r:
+                sys.stderr.write("readback: record %d at %d not read back (got %d bytes)\n"
+                                 % (s, start, n))
+                return 1
+    finally:
+        os.close(fd)
+        os.close(fo)
+    return 0
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "append":
@@ -279,6 +309,8 @@ def main(argv):
         return mixed(argv[2], argv[3], int(argv[4]), int(argv[5]))
     if cmd == "compare":
         return compare(argv[2], argv[3])
+    if cmd == "readback":
+        return readback(argv[2], int(argv[3]))
     raise SystemExit("unknown command " + cmd)
 
 
