@@ -785,15 +785,21 @@ static bool store_write_begin(struct cfs_loop *l, struct ctx *c)
 	return false;
 }
 
+/* Who copies a growing piece: the loop (its queue) and the file. */
+struct grow_src {
+	struct cfs_loop *l;
+	struct cfs_inode *inode;
+};
+
 /* Under the inode lock (cfs_ns_grow_pieces): copy a piece's bytes. */
 static int grow_copy(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t bytes)
 {
-	struct ctx *c = arg;
-	struct cfs_loop *l = c->owner;
+	struct grow_src *src = arg;
+	struct cfs_loop *l = src->l;
 	int ret = 0;
 
 	/* A held block's flush armed since the grower looked. */
-	if (atomic_load_explicit(&c->inode->store_writes, memory_order_seq_cst))
+	if (atomic_load_explicit(&src->inode->store_writes, memory_order_seq_cst))
 		return -EBUSY;
 	if (!l->grow_q) {
 		struct cfs_ioq_config qcfg = {.depth = 2};
@@ -843,7 +849,7 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
 	if (atomic_load_explicit(&inode->store_writes, memory_order_seq_cst))
 		return false;
 	ret = cfs_ns_grow_pieces(l->d->fs, inode, c->grow_offset_bytes, c->grow_length_bytes,
-				 c->grow_whole, grow_copy, c);
+				 c->grow_whole, grow_copy, &(struct grow_src){l, inode});
 	if (ret == -EBUSY)
 		return false;
 	/* A WRITE's other units (a grown piece is the first unit only). */
@@ -856,6 +862,38 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
 	atomic_fetch_sub_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
 	wake_parked(l, inode);
 	return true;
+}
+
+/*
+ * A small buffered WRITE whose file must grow out of its piece first, from
+ * cfs_data_write: grow it now, on this loop, when no device write of the
+ * file is in flight (as grow_try would at once), so that the write can
+ * still be absorbed into held blocks. Through a context it would become a
+ * write-behind with read-modify-writes, and the small writes after it
+ * would each wait for the one before on the store (a rollback journal,
+ * new in every transaction, grows three times in one). 0: grown and
+ * mapped; -EBUSY: not now (the context path parks and grows); other
+ * -errno: the write fails.
+ */
+static int grow_inline(struct cfs_loop *l, struct cfs_inode *inode, uint64_t offset_bytes,
+		       uint64_t length_bytes)
+{
+	uint8_t gen;
+	int ret = -EBUSY;
+
+	/* The mover's guard, as for any write to these bytes. */
+	if (!guard_pass(inode, offset_bytes, offset_bytes + length_bytes, &gen))
+		return -EBUSY;
+	atomic_fetch_add_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&inode->store_writes, memory_order_seq_cst))
+		ret = cfs_ns_grow_pieces(l->d->fs, inode, offset_bytes, length_bytes, false,
+					 grow_copy, &(struct grow_src){l, inode});
+	if (!ret)
+		ret = cfs_ns_map_for_write(l->d->fs, inode, offset_bytes, length_bytes);
+	atomic_fetch_sub_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
+	wake_parked(l, inode);
+	atomic_fetch_sub(&inode->guard_writers[gen], 1);
+	return ret == -EXDEV ? -EBUSY : ret;
 }
 
 /*
@@ -2152,7 +2190,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 {
 	struct cfs_loop *l = tls_loop;
 	struct ctx *c;
-	bool grow;
+	bool grow, absorb;
 	int ret;
 
 	if (!inode->map)
@@ -2190,10 +2228,19 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	grow = ret == -EXDEV; /* its piece grows first (admit) */
 	if (ret && !grow)
 		goto out_refused; /* ENOSPC is the DBA's most likely error */
+	absorb = l->absorb && l->d->write_behind &&
+		 !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED)) &&
+		 size <= (CFS_HELD_WRITE_BLOCKS - 1) * HB;
+	if (grow && absorb) {
+		ret = grow_inline(l, inode, offset, size);
+		if (ret && ret != -EBUSY) {
+			ret = ret == -EXDEV ? -EIO : ret;
+			goto out_refused;
+		}
+		grow = ret == -EBUSY;
+	}
 	/* Small buffered writes of cached opens: into held blocks. */
-	if (!grow && l->absorb && l->d->write_behind &&
-	    !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED)) &&
-	    held_absorb(l, req, inode, data, (uint32_t)size, offset))
+	if (!grow && absorb && held_absorb(l, req, inode, data, (uint32_t)size, offset))
 		return 0;
 	c = ctx_start(l, req, inode, OP_WRITE);
 	c->offset_bytes = offset;
