@@ -168,6 +168,8 @@ struct ctx {
 	bool grow;		    /* OP_WRITE, OP_THEN: a piece must grow first */
 	bool grow_whole;	    /* ... into a whole unit (fallocate) */
 	bool grow_noted;	    /* counted in inode->piece_growers */
+	bool grow_absorb;	    /* OP_WRITE: grown, then into held blocks (grown_absorb) */
+	unsigned file_flags;	    /* OP_WRITE with grow_absorb: its open's CFS_FILE_* */
 	uint64_t grow_offset_bytes; /* the range the piece must hold */
 	uint64_t grow_length_bytes;
 	bool guard_counted; /* counted in inode->guard_writers[guard_gen] */
@@ -336,6 +338,7 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->grow = false;
 	c->grow_whole = false;
 	c->grow_noted = false;
+	c->grow_absorb = false;
 	c->guard_counted = false;
 	c->buf = NULL;
 	c->nparts = 0;
@@ -377,6 +380,7 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c);
 static void read_go(struct cfs_loop *l, struct ctx *c);
 static bool read_snap(struct cfs_loop *l, struct ctx *c);
 static void park(struct cfs_loop *l, struct ctx *c);
+static void grown_absorb(struct cfs_loop *l, struct ctx *c);
 
 #define BEHIND_ROUND CFS_IO_SECTOR_MAX
 
@@ -791,6 +795,27 @@ struct grow_src {
 	struct cfs_inode *inode;
 };
 
+/* Under the inode lock: the bytes of [file_offset, +n) the file's LIVE held
+ * blocks cover (whole blocks inside the range), copied into buf (file
+ * offset file_offset at buf[0]) when copy. */
+static uint32_t grow_overlay(struct cfs_inode *inode, uint64_t file_offset_bytes, uint32_t n,
+			     uint8_t *buf, bool copy)
+{
+	uint32_t covered = 0;
+
+	for (unsigned i = 0; inode->held && i < CFS_HELD_SLOTS; i++) {
+		const struct cfs_held_block *blk = &inode->held->block[i];
+
+		if (blk->state != CFS_HELD_LIVE || blk->file_offset_bytes < file_offset_bytes ||
+		    blk->file_offset_bytes + HB > file_offset_bytes + n)
+			continue;
+		if (copy)
+			memcpy(buf + (blk->file_offset_bytes - file_offset_bytes), blk->bytes, HB);
+		covered += HB;
+	}
+	return covered;
+}
+
 /* Under the inode lock (cfs_ns_grow_pieces): copy a piece's bytes. */
 static int grow_copy(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t bytes)
 {
@@ -823,12 +848,19 @@ static int grow_copy(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t
 	}
 	for (uint32_t done = 0; !ret && done < bytes;) {
 		uint32_t n = bytes - done < l->grow_buf_bytes ? bytes - done : l->grow_buf_bytes;
-		int r = cfs_ioq_sync(l->grow_q, CFS_IO_READ, from_bytes + done, n, l->grow_buf,
-				     NULL);
+		int r = (int)n;
 
-		if (r >= 0)
+		/* A piece is the file's first unit: file offset done. Blocks
+		 * held LIVE are the newest bytes; when they cover the part, the
+		 * store need not be read. */
+		if (grow_overlay(src->inode, done, n, l->grow_buf, false) < n)
+			r = cfs_ioq_sync(l->grow_q, CFS_IO_READ, from_bytes + done, n, l->grow_buf,
+					 NULL);
+		if (r >= 0) {
+			grow_overlay(src->inode, done, n, l->grow_buf, true);
 			r = cfs_ioq_sync(l->grow_q, CFS_IO_WRITE, to_bytes + done, n, l->grow_buf,
 					 NULL);
+		}
 		ret = r < 0 ? r : r != (int)n ? -EIO : 0;
 		done += n;
 	}
@@ -919,6 +951,8 @@ static bool admit_behind_held(struct cfs_loop *l, struct ctx *c, bool parked)
 		if (atomic_load_explicit(&c->error, memory_order_acquire))
 			return true; /* it fails: nothing to wait for */
 	}
+	if (c->grow_absorb)
+		return true; /* grown: grown_absorb() takes it from here */
 	/* Counted while it waits below too: what it waits for never waits for
 	 * a grower. */
 	if (!store_write_begin(l, c))
@@ -1024,7 +1058,10 @@ static void resume(struct cfs_loop *l, struct ctx *c)
 		read_go(l, c);
 		break;
 	case OP_WRITE:
-		ctx_continue(l, c);
+		if (c->grow_absorb)
+			grown_absorb(l, c);
+		else
+			ctx_continue(l, c);
 		break;
 	case OP_ZERO:
 		parts_go(l, c);
@@ -2248,6 +2285,11 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	c->grow = grow;
 	c->grow_offset_bytes = offset;
 	c->grow_length_bytes = size;
+	/* A small write that could not grow its piece at once: it waits in
+	 * admit() for the file's device writes, grows, and is absorbed
+	 * (grown_absorb) rather than written behind. */
+	c->grow_absorb = grow && absorb;
+	c->file_flags = file_flags;
 	c->drop_cache = file_flags & (CFS_FILE_DROP_CACHE_AFTER | CFS_FILE_DROP_CACHE_IF_MAPPED);
 	if (l->ram && ram_write(l, c, data))
 		return 0;
@@ -2294,13 +2336,48 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		return 0;
 	}
 	memcpy(c->buf + (offset - c->base_bytes), data, size);
-	admit_or_park(l, c, ctx_continue);
+	admit_or_park(l, c, c->grow_absorb ? grown_absorb : ctx_continue);
 	return 0;
 
 out_refused:
 	/* Answered before a context existed: charge the chunk here. */
 	cfs_cs_request_done(cfs_ns_inode_stats(inode), CFS_IO_WRITE, ret, 0, 0, 0);
 	return ret;
+}
+
+/*
+ * A small buffered WRITE whose piece has grown in admit() (grow_absorb):
+ * its context goes back and the write starts over as a new request would,
+ * now finding its units mapped, so it is absorbed into held blocks (or
+ * takes the context path after all, when it cannot be).
+ */
+static void grown_absorb(struct cfs_loop *l, struct ctx *c)
+{
+	uint8_t data[(CFS_HELD_WRITE_BLOCKS - 1) * HB];
+	struct cfs_inode *inode = c->inode;
+	fuse_req_t req = c->req;
+	uint64_t offset = c->offset_bytes;
+	uint32_t size = c->length_bytes;
+	unsigned file_flags = c->file_flags;
+	int err = atomic_load_explicit(&c->error, memory_order_acquire);
+	int ret;
+
+	if (err) {
+		/* Its piece could not grow. */
+		guard_leave(c);
+		c->end_bytes = c->cursor_bytes;
+		ctx_finish(l, c);
+		return;
+	}
+	CFS_ASSERT(size <= sizeof(data));
+	memcpy(data, c->buf + (offset - c->base_bytes), size);
+	guard_leave(c);
+	cfs_cs_request_end(c->stats);
+	cfs_ns_io_end(l->d->fs, inode);
+	ctx_put(l, c);
+	ret = cfs_data_write(req, inode, file_flags, data, size, offset);
+	if (ret)
+		cfs_reply_err(req, ret);
 }
 
 void cfs_data_drop_held(struct cfs_inode *inode)

@@ -119,6 +119,13 @@ void cfs_cs_request_begin(struct cfs_chunk_stats *cs)
 	gauge_up(&mount_inflight);
 }
 
+void cfs_cs_request_end(struct cfs_chunk_stats *cs)
+{
+	if (cs)
+		cfs_gauge_down(&cs->io.inflight_now);
+	gauge_down(&mount_inflight);
+}
+
 /* The counters one request moves: a chunk's io, a shard, or a slot. */
 struct charge_to {
 	struct cfs_io_op_stats *os;

@@ -98,6 +98,7 @@ struct cfs_chunk_stats {
  * comparison would still pay for them. sizeof marks them used. */
 #define CFS_STATS_ENABLED 0
 #define cfs_cs_request_begin(cs) ((void)sizeof(cs))
+#define cfs_cs_request_end(cs) ((void)sizeof(cs))
 #define cfs_cs_request_done(cs, op, res, bytes, latency_ns, flags)                                 \
 	((void)sizeof(cs), (void)sizeof(op), (void)sizeof(res), (void)sizeof(bytes),               \
 	 (void)sizeof(latency_ns), (void)sizeof(flags))
@@ -107,6 +108,9 @@ struct cfs_chunk_stats {
 #define CFS_STATS_ENABLED 1
 /* A READ or WRITE request starts being served (in-flight gauges). */
 void cfs_cs_request_begin(struct cfs_chunk_stats *cs);
+/* It stops being served without an answer of its own (it starts over as
+ * a new request, which is charged): the in-flight gauges only. */
+void cfs_cs_request_end(struct cfs_chunk_stats *cs);
 /* A request was answered: res 0 or -errno; bytes transferred (READ: what
  * the reply carries; WRITE: written; DISCARD: the punched length); latency
  * from receipt to reply. Charges cs (may be NULL: only the mount totals) and
