@@ -116,43 +116,19 @@ out:
 /* Store 0's next superblock: the pool fields and table, with `add` in it. */
 static int table_with(const struct cfs_sb *old, const struct cfs_sb *add, struct cfs_sb *out)
 {
-	struct cfs_store_entry *e;
 	const char *why = NULL;
+	int ret = cfs_sb_table_add(old, add, out, &why);
 
-	*out = *old;
-	if (!(out->incompat & CFS_FEAT_INCOMPAT_POOL)) {
-		/* A single store becomes store 0 of a pool of two. */
-		out->incompat |= CFS_FEAT_INCOMPAT_POOL;
-		memcpy(out->pool_uuid, out->uuid, CFS_UUID_BYTES);
-		out->store_index = 0;
-		out->unit_base = 0;
-		out->store_count = 1;
-		e = &out->stores[0];
-		memset(e, 0, sizeof(*e));
-		memcpy(e->uuid, out->uuid, CFS_UUID_BYTES);
-		e->state = CFS_STORE_ACTIVE;
-		e->unit_count = out->data_unit_count;
-		memcpy(e->label, out->label, CFS_LABEL_BYTES);
-	}
-	if (out->store_count >= CFS_POOL_STORES_MAX) {
+	if (ret == -ENOSPC) {
 		cfs_mkfs_error("the pool has %u stores already, the most it can hold",
 			       CFS_POOL_STORES_MAX);
-		return -ENOSPC;
+		return ret;
 	}
-	e = &out->stores[out->store_count++];
-	memset(e, 0, sizeof(*e));
-	memcpy(e->uuid, add->uuid, CFS_UUID_BYTES);
-	e->index = add->store_index;
-	e->state = CFS_STORE_ACTIVE;
-	e->unit_base = add->unit_base;
-	e->unit_count = add->data_unit_count;
-	memcpy(e->label, add->label, CFS_LABEL_BYTES);
-	out->generation = old->generation + 1;
-	out->wtime_ns = now_ns();
-	if (cfs_sb_validate(out, &why)) {
+	if (ret) {
 		cfs_mkfs_error("cannot add the store to the pool: %s", why);
-		return -EINVAL;
+		return ret;
 	}
+	out->wtime_ns = now_ns();
 	return 0;
 }
 
@@ -183,9 +159,8 @@ int cfs_mkfs_join(const struct cfs_mkfs_opts *opts)
 	struct cfs_mkfs_found found;
 	struct cfs_sb sb, next;
 	int status = CFS_MKFS_EXIT_USAGE, lock_fd = -1;
-	uint64_t base = 0;
-	uint32_t index = 0;
-	const char *why;
+	uint8_t uuid[CFS_UUID_BYTES];
+	const char *why = NULL;
 	int ret;
 
 	cfs_mkfs_target_init(&t);
@@ -212,39 +187,15 @@ int cfs_mkfs_join(const struct cfs_mkfs_opts *opts)
 
 	/* The new store: the pool's geometry, the next index, units after
 	 * every store's, one unit number apart (FORMAT.md 3.4). */
-	cfs_sb_init_defaults(&sb);
-	sb.logical_sector_bytes = t.geo.logical_sector_bytes;
-	sb.physical_sector_bytes = t.geo.physical_sector_bytes;
-	ret = cfs_sb_layout_data_store(&sb, t.store_size_bytes, s0.sb.block_size_bytes,
-				       s0.sb.alloc_unit_bytes, &why);
-	if (ret < 0) {
-		cfs_mkfs_error("%s: %s", t.path, why);
-		goto out;
-	}
-	base = s0.sb.data_unit_count;
-	if (s0.sb.incompat & CFS_FEAT_INCOMPAT_POOL) {
-		for (uint32_t i = 0; i < s0.sb.store_count; i++) {
-			const struct cfs_store_entry *e = &s0.sb.stores[i];
-
-			if (e->unit_base + e->unit_count > base)
-				base = e->unit_base + e->unit_count;
-			if (e->index > index)
-				index = e->index;
-		}
-	}
-	sb.incompat |= CFS_FEAT_INCOMPAT_POOL;
-	memcpy(sb.pool_uuid, s0.sb.uuid, CFS_UUID_BYTES);
-	sb.store_index = index + 1;
-	sb.unit_base = base + 1;
 	if (opts->uuid_given) {
-		memcpy(sb.uuid, opts->uuid, CFS_UUID_BYTES);
-	} else if ((ret = cfs_uuid_generate(sb.uuid)) < 0) {
+		memcpy(uuid, opts->uuid, CFS_UUID_BYTES);
+	} else if ((ret = cfs_uuid_generate(uuid)) < 0) {
 		cfs_mkfs_error("cannot generate a uuid: %s", strerror(-ret));
 		goto out;
 	}
-	if (opts->label)
-		cfs_sb_set_label(&sb, opts->label);
-	if (cfs_sb_validate(&sb, &why)) {
+	ret = cfs_sb_data_store_new(&s0.sb, t.store_size_bytes, t.geo.logical_sector_bytes,
+				    t.geo.physical_sector_bytes, uuid, opts->label, &sb, &why);
+	if (ret < 0) {
 		cfs_mkfs_error("%s: %s", t.path, why);
 		goto out;
 	}

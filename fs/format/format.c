@@ -347,6 +347,123 @@ int cfs_sb_layout_data_store(struct cfs_sb *sb, uint64_t store_size_bytes,
 	return 0;
 }
 
+int cfs_sb_data_store_new(const struct cfs_sb *store0, uint64_t store_size_bytes,
+			  uint32_t logical_sector_bytes, uint32_t physical_sector_bytes,
+			  const uint8_t uuid[CFS_UUID_BYTES], const char *label, struct cfs_sb *out,
+			  const char **why)
+{
+	uint64_t end = store0->data_unit_count;
+	uint32_t index = 0;
+	int ret;
+
+	cfs_sb_init_defaults(out);
+	out->logical_sector_bytes = logical_sector_bytes;
+	out->physical_sector_bytes = physical_sector_bytes;
+	ret = cfs_sb_layout_data_store(out, store_size_bytes, store0->block_size_bytes,
+				       store0->alloc_unit_bytes, why);
+	if (ret < 0)
+		return ret;
+	if (store0->incompat & CFS_FEAT_INCOMPAT_POOL) {
+		for (uint32_t i = 0; i < store0->store_count; i++) {
+			const struct cfs_store_entry *e = &store0->stores[i];
+
+			if (e->unit_base + e->unit_count > end)
+				end = e->unit_base + e->unit_count;
+			if (e->index > index)
+				index = e->index;
+		}
+	}
+	out->incompat |= CFS_FEAT_INCOMPAT_POOL;
+	memcpy(out->pool_uuid, store0->uuid, CFS_UUID_BYTES);
+	memcpy(out->uuid, uuid, CFS_UUID_BYTES);
+	out->store_index = index + 1;
+	out->unit_base = end + 1; /* one unit number apart: ranges never touch */
+	if (label && cfs_sb_set_label(out, label))
+		return fail(why, "label longer than 63 bytes", -EINVAL);
+	ret = cfs_sb_validate(out, why);
+	return ret ? -EINVAL : 0;
+}
+
+/* store0 as the first superblock of a pool: its own entry in the table. */
+static void pool_of_one(struct cfs_sb *out)
+{
+	struct cfs_store_entry *e = &out->stores[0];
+
+	out->incompat |= CFS_FEAT_INCOMPAT_POOL;
+	memcpy(out->pool_uuid, out->uuid, CFS_UUID_BYTES);
+	out->store_index = 0;
+	out->unit_base = 0;
+	out->store_count = 1;
+	memset(e, 0, sizeof(*e));
+	memcpy(e->uuid, out->uuid, CFS_UUID_BYTES);
+	e->state = CFS_STORE_ACTIVE;
+	e->unit_count = out->data_unit_count;
+	memcpy(e->label, out->label, CFS_LABEL_BYTES);
+}
+
+int cfs_sb_table_add(const struct cfs_sb *store0, const struct cfs_sb *add, struct cfs_sb *out,
+		     const char **why)
+{
+	struct cfs_store_entry *e;
+
+	*out = *store0;
+	if (!(out->incompat & CFS_FEAT_INCOMPAT_POOL))
+		pool_of_one(out);
+	if (out->store_count >= CFS_POOL_STORES_MAX)
+		return fail(why, "the table of stores is full", -ENOSPC);
+	e = &out->stores[out->store_count++];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->uuid, add->uuid, CFS_UUID_BYTES);
+	e->index = add->store_index;
+	e->state = CFS_STORE_ACTIVE;
+	e->unit_base = add->unit_base;
+	e->unit_count = add->data_unit_count;
+	memcpy(e->label, add->label, CFS_LABEL_BYTES);
+	out->generation = store0->generation + 1;
+	return cfs_sb_validate(out, why) ? -EINVAL : 0;
+}
+
+/* The table position of store `index` in sb, or -ENOENT (-EINVAL: index 0). */
+static int table_slot(const struct cfs_sb *sb, uint32_t index)
+{
+	if (index == 0)
+		return -EINVAL;
+	if (!(sb->incompat & CFS_FEAT_INCOMPAT_POOL))
+		return -ENOENT;
+	for (uint32_t i = 1; i < sb->store_count; i++)
+		if (sb->stores[i].index == index)
+			return (int)i;
+	return -ENOENT;
+}
+
+int cfs_sb_table_set_state(const struct cfs_sb *store0, uint32_t index, uint32_t state,
+			   struct cfs_sb *out)
+{
+	int slot = table_slot(store0, index);
+
+	if (slot < 0)
+		return slot;
+	*out = *store0;
+	out->stores[slot].state = state;
+	out->generation = store0->generation + 1;
+	return 0;
+}
+
+int cfs_sb_table_remove(const struct cfs_sb *store0, uint32_t index, struct cfs_sb *out)
+{
+	int slot = table_slot(store0, index);
+
+	if (slot < 0)
+		return slot;
+	*out = *store0;
+	memmove(&out->stores[slot], &out->stores[slot + 1],
+		(out->store_count - (uint32_t)slot - 1) * sizeof(out->stores[0]));
+	out->store_count--;
+	memset(&out->stores[out->store_count], 0, sizeof(out->stores[0]));
+	out->generation = store0->generation + 1;
+	return 0;
+}
+
 int cfs_sb_set_label(struct cfs_sb *sb, const char *label)
 {
 	size_t length = strlen(label);

@@ -312,6 +312,36 @@ int cfs_sb_layout_data_store(struct cfs_sb *sb, uint64_t store_size_bytes,
 			     uint32_t block_size_bytes, uint32_t alloc_unit_bytes,
 			     const char **why);
 
+/*
+ * A new data store of the pool whose store 0 is *store0 (a pool, or a single
+ * store about to become store 0 of one): the pool's block size and
+ * allocation unit, the given sectors, the next index (one past the highest
+ * in the table) and units one past every store's in the table (FORMAT.md
+ * 3.4), uuid and label (NULL: none). Flags, times and generation are the
+ * caller's. 0, or -EINVAL with *why (too small, label too long, ...).
+ * mkchunkfs --join and `chunkfs store add` both make their store here.
+ */
+int cfs_sb_data_store_new(const struct cfs_sb *store0, uint64_t store_size_bytes,
+			  uint32_t logical_sector_bytes, uint32_t physical_sector_bytes,
+			  const uint8_t uuid[CFS_UUID_BYTES], const char *label, struct cfs_sb *out,
+			  const char **why);
+
+/*
+ * Store 0's next superblock (generation + 1) with `add` (from
+ * cfs_sb_data_store_new) in its table, active; a single store becomes store
+ * 0 of a pool (CFS_FEAT_INCOMPAT_POOL, its own entry first). 0, -ENOSPC (the
+ * table holds CFS_POOL_STORES_MAX stores), -EINVAL with *why (the result
+ * does not validate: a label in use, ...).
+ */
+int cfs_sb_table_add(const struct cfs_sb *store0, const struct cfs_sb *add, struct cfs_sb *out,
+		     const char **why);
+/* Store 0's next superblock with store `index`'s state changed (remove:
+ * dropped from the table). -ENOENT for an index not in it, -EINVAL for
+ * index 0. */
+int cfs_sb_table_set_state(const struct cfs_sb *store0, uint32_t index, uint32_t state,
+			   struct cfs_sb *out);
+int cfs_sb_table_remove(const struct cfs_sb *store0, uint32_t index, struct cfs_sb *out);
+
 /* Copy a label in (NUL-padded). -ENAMETOOLONG above 63 bytes. */
 int cfs_sb_set_label(struct cfs_sb *sb, const char *label);
 

@@ -190,7 +190,7 @@ Test(sb, bad_magic)
 Test(sb, zeroed_block_is_not_chunkfs)
 {
 	struct cfs_sb out;
-	uint8_t block[CFS_SB_BLOCK_BYTES] = { 0 };
+	uint8_t block[CFS_SB_BLOCK_BYTES] = {0};
 
 	cr_assert_eq(cfs_sb_decode(block, &out, NULL), -EINVAL);
 }
@@ -256,13 +256,13 @@ Test(sb, feature_bits)
 		uint64_t mask = 1ull << bit;
 
 		memcpy(block, orig, sizeof(block));
-		sb_patch(block, 16, 8, mask);	/* compat: accepted */
+		sb_patch(block, 16, 8, mask); /* compat: accepted */
 		cr_assert_eq(cfs_sb_decode(block, &out, NULL), 0, "compat bit %u", bit);
 		cr_assert_eq(out.compat, mask);
 		cr_assert_eq(cfs_sb_check_mountable(&out, NULL), 0);
 
 		memcpy(block, orig, sizeof(block));
-		sb_patch(block, 24, 8, mask);	/* ro_compat: read-only */
+		sb_patch(block, 24, 8, mask); /* ro_compat: read-only */
 		why = NULL;
 		cr_assert_eq(cfs_sb_decode(block, &out, &why), CFS_SB_RO_REQUIRED,
 			     "ro_compat bit %u", bit);
@@ -273,7 +273,7 @@ Test(sb, feature_bits)
 		if (mask & CFS_FEAT_INCOMPAT_SUPPORTED)
 			continue;
 		memcpy(block, orig, sizeof(block));
-		sb_patch(block, 32, 8, mask);	/* incompat: refused unless known */
+		sb_patch(block, 32, 8, mask); /* incompat: refused unless known */
 		cr_assert_eq(cfs_sb_decode(block, &out, NULL), -EOPNOTSUPP, "incompat bit %u", bit);
 		cr_assert_eq(cfs_sb_check_mountable(&out, NULL), -EOPNOTSUPP);
 	}
@@ -318,33 +318,33 @@ struct geometry_case {
 ParameterizedTestParameters(sb, inconsistent_geometry)
 {
 	static struct geometry_case cases[] = {
-		{ "block size not pow2", 12, 4, 3000 },
-		{ "block size too small", 12, 4, 256 },
-		{ "block size too big", 12, 4, 131072 },
-		{ "block size zero", 12, 4, 0 },
-		{ "logical sector not pow2", 160, 4, 1000 },
-		{ "logical sector above block", 160, 4, 8192 },
-		{ "physical below logical", 164, 4, 256 },
-		{ "alloc unit not pow2", 168, 4, 3 * MiB },
-		{ "alloc unit below block", 168, 4, 2048 },
-		{ "alloc unit too big", 168, 4, 2 * GiB },
-		{ "store below minimum", 152, 8, 8 * MiB },
-		{ "store smaller than data end", 152, 8, GiB - 1 },
-		{ "meta overlaps superblocks", 176, 8, 4096 },
-		{ "meta offset unaligned", 176, 8, MiB + 4096 },
-		{ "meta size zero", 184, 8, 0 },
-		{ "meta size odd units", 184, 8, 13 * MiB },
-		{ "meta beyond store", 184, 8, 2 * GiB },
-		{ "meta overlaps data", 184, 8, 14 * MiB },
-		{ "data unaligned", 208, 8, 13 * MiB + 512 },
-		{ "data beyond store", 208, 8, 1014 * MiB },
-		{ "data size mismatch", 216, 8, 1010 * MiB },
-		{ "data no units", 224, 8, 0 },
-		{ "active half 2", 172, 4, 2 },
-		{ "snapshot shorter than header", 192, 8, 8 },
-		{ "snapshot longer than half", 192, 8, 6 * MiB + 1 },
-		{ "log seq zero", 200, 8, 0 },
-		{ "label not NUL-padded", 72 + 10, 1, 'x' },
+		{"block size not pow2", 12, 4, 3000},
+		{"block size too small", 12, 4, 256},
+		{"block size too big", 12, 4, 131072},
+		{"block size zero", 12, 4, 0},
+		{"logical sector not pow2", 160, 4, 1000},
+		{"logical sector above block", 160, 4, 8192},
+		{"physical below logical", 164, 4, 256},
+		{"alloc unit not pow2", 168, 4, 3 * MiB},
+		{"alloc unit below block", 168, 4, 2048},
+		{"alloc unit too big", 168, 4, 2 * GiB},
+		{"store below minimum", 152, 8, 8 * MiB},
+		{"store smaller than data end", 152, 8, GiB - 1},
+		{"meta overlaps superblocks", 176, 8, 4096},
+		{"meta offset unaligned", 176, 8, MiB + 4096},
+		{"meta size zero", 184, 8, 0},
+		{"meta size odd units", 184, 8, 13 * MiB},
+		{"meta beyond store", 184, 8, 2 * GiB},
+		{"meta overlaps data", 184, 8, 14 * MiB},
+		{"data unaligned", 208, 8, 13 * MiB + 512},
+		{"data beyond store", 208, 8, 1014 * MiB},
+		{"data size mismatch", 216, 8, 1010 * MiB},
+		{"data no units", 224, 8, 0},
+		{"active half 2", 172, 4, 2},
+		{"snapshot shorter than header", 192, 8, 8},
+		{"snapshot longer than half", 192, 8, 6 * MiB + 1},
+		{"log seq zero", 200, 8, 0},
+		{"label not NUL-padded", 72 + 10, 1, 'x'},
 	};
 	return cr_make_param_array(struct geometry_case, cases, ARRAY_SIZE(cases));
 }
@@ -509,8 +509,10 @@ ParameterizedTestParameters(sb, pool_refused)
 		{"too long a table", 0, 252, 4, CFS_POOL_STORES_MAX + 1,
 		 "the table of stores is empty or too long"},
 		{"entry 1 adjacent", 0, E1 + 24, 8, 0, "two stores' unit ranges touch or overlap"},
-		{"entry 1 index 0", 0, E1 + 16, 4, 0, "store 0 is not the first entry of the table"},
-		{"entry 1 bad state", 0, E1 + 20, 4, 9, "a store in the table has an unknown state"},
+		{"entry 1 index 0", 0, E1 + 16, 4, 0,
+		 "store 0 is not the first entry of the table"},
+		{"entry 1 bad state", 0, E1 + 20, 4, 9,
+		 "a store in the table has an unknown state"},
 		{"entry 1 no units", 0, E1 + 32, 8, 0,
 		 "a store's units lie outside the pool's unit space"},
 		{"entry 1 beyond the space", 0, E1 + 24, 8, 1ull << 60,
@@ -562,6 +564,65 @@ Test(sb, pool_duplicate_label_refused)
 	sb_reseal(block);
 	cr_assert_eq(cfs_sb_decode(block, &out, &why), -EUCLEAN);
 	cr_assert_str_eq(why, "two stores in the table share a label");
+}
+
+/* A store joining a pool and leaving it: the superblock of the new data
+ * store and store 0's next tables (mkchunkfs --join, chunkfs store). */
+Test(sb, pool_table_add_state_remove)
+{
+	struct cfs_sb single, s0, add, next, more, gone;
+	uint8_t uuid[CFS_UUID_BYTES];
+	const char *why = NULL;
+
+	make_sb(&single, 4);
+	cr_assert_eq(cfs_uuid_parse(data_uuid_str, uuid), 0);
+	/* A single store's first data store: index 1, units one past its own. */
+	cr_assert_eq(cfs_sb_data_store_new(&single, 100 * MiB + 2 * MiB, 512, 4096, uuid, "hdd0",
+					   &add, &why),
+		     0, "%s", why);
+	cr_assert_eq(add.store_index, 1);
+	cr_assert_eq(add.unit_base, single.data_unit_count + 1);
+	cr_assert_eq(add.data_unit_count, 101);
+	cr_assert_eq(add.alloc_unit_bytes, single.alloc_unit_bytes);
+	cr_assert_arr_eq(add.pool_uuid, single.uuid, CFS_UUID_BYTES);
+	cr_assert_str_eq(add.label, "hdd0");
+	cr_assert(cfs_sb_is_data_store(&add));
+	cr_assert_eq(cfs_sb_table_add(&single, &add, &next, &why), 0, "%s", why);
+	cr_assert(next.incompat & CFS_FEAT_INCOMPAT_POOL);
+	cr_assert_eq(next.generation, 5);
+	cr_assert_eq(next.store_count, 2);
+	cr_assert_str_eq(next.stores[0].label, "rootdbs");
+	cr_assert_eq(next.stores[1].index, 1);
+	cr_assert_eq(next.stores[1].state, CFS_STORE_ACTIVE);
+	cr_assert_eq(next.stores[1].unit_base, add.unit_base);
+	/* The next one: index 2, past hdd0's units; a label in use refused. */
+	s0 = next;
+	cr_assert_eq(cfs_sb_data_store_new(&s0, 100 * MiB + 2 * MiB, 512, 4096, uuid, "hdd0", &add,
+					   &why),
+		     0);
+	cr_assert_eq(add.store_index, 2);
+	cr_assert_eq(add.unit_base, s0.stores[1].unit_base + s0.stores[1].unit_count + 1);
+	cr_assert_eq(cfs_sb_table_add(&s0, &add, &more, &why), -EINVAL); /* uuid and label */
+	add.uuid[0] ^= 1;
+	cfs_sb_set_label(&add, "hdd1");
+	cr_assert_eq(cfs_sb_table_add(&s0, &add, &more, &why), 0, "%s", why);
+	cr_assert_eq(more.store_count, 3);
+	/* Removing: the state in the table; then out of it. */
+	cr_assert_eq(cfs_sb_table_set_state(&more, 1, CFS_STORE_REMOVING, &next), 0);
+	cr_assert_eq(next.stores[1].state, CFS_STORE_REMOVING);
+	cr_assert_eq(next.generation, more.generation + 1);
+	cr_assert_eq(cfs_sb_validate(&next, &why), 0, "%s", why);
+	cr_assert_eq(cfs_sb_table_remove(&next, 1, &gone), 0);
+	cr_assert_eq(gone.store_count, 2);
+	cr_assert_eq(gone.stores[1].index, 2);
+	cr_assert_str_eq(gone.stores[1].label, "hdd1");
+	cr_assert_eq(gone.stores[2].index, 0); /* cleared */
+	cr_assert_eq(cfs_sb_validate(&gone, &why), 0, "%s", why);
+	cr_assert_eq(cfs_sb_table_remove(&gone, 1, &next), -ENOENT);
+	cr_assert_eq(cfs_sb_table_remove(&gone, 0, &next), -EINVAL);
+	cr_assert_eq(cfs_sb_table_set_state(&single, 1, CFS_STORE_REMOVING, &next), -ENOENT);
+	/* Too small for the superblocks and one unit. */
+	cr_assert_eq(cfs_sb_data_store_new(&s0, MiB, 512, 4096, uuid, NULL, &add, &why), -EINVAL);
 }
 
 Test(sb, pool_print)
@@ -739,7 +800,7 @@ Test(pick, generation_in_wrong_slot_is_rejected)
 	int slot = -1;
 
 	two_copies(&t, 2, 3);
-	make_sb(&sb, 9);	/* odd generation misdirected into slot 0 */
+	make_sb(&sb, 9); /* odd generation misdirected into slot 0 */
 	cfs_sb_encode(&sb, t.slot[0]);
 	cr_assert_eq(cfs_sb_pick(t.slot[0], t.slot[1], &out, &slot, &why), 0);
 	cr_assert_eq(slot, 1);
@@ -795,7 +856,7 @@ Test(pick, newest_inconsistent_falls_back)
 	int slot = -1;
 
 	two_copies(&t, 4, 5);
-	sb_patch(t.slot[1], 172, 4, 7);	/* active half 7 */
+	sb_patch(t.slot[1], 172, 4, 7); /* active half 7 */
 	cr_assert_eq(cfs_sb_pick(t.slot[0], t.slot[1], &out, &slot, &why), 0);
 	cr_assert_eq(slot, 0);
 	cr_assert_eq(out.generation, 4);
@@ -893,38 +954,38 @@ ParameterizedTestParameters(layout, cases)
 {
 	static struct layout_case cases[] = {
 		/* defaults: 1% clamped to [4 MiB, 1 GiB], rounded to 2 units */
-		{ GiB, 0, 0, 0, 512, 512, 0, MiB, 12 * MiB, 13 * MiB, 1011 },
-		{ 16 * MiB, 0, 0, 0, 512, 512, 0, MiB, 4 * MiB, 5 * MiB, 11 },
-		{ 16 * MiB + 4095, 0, 0, 0, 512, 512, 0, MiB, 4 * MiB, 5 * MiB, 11 },
-		{ 1024 * GiB, 0, 0, 0, 512, 4096, 0, MiB, GiB, GiB + MiB, 1023 * 1024 - 1 },
-		{ 100 * GiB, 0, 0, 0, 512, 512, 0, MiB, 1024 * MiB, 1025 * MiB, 99 * 1024 - 1 },
+		{GiB, 0, 0, 0, 512, 512, 0, MiB, 12 * MiB, 13 * MiB, 1011},
+		{16 * MiB, 0, 0, 0, 512, 512, 0, MiB, 4 * MiB, 5 * MiB, 11},
+		{16 * MiB + 4095, 0, 0, 0, 512, 512, 0, MiB, 4 * MiB, 5 * MiB, 11},
+		{1024 * GiB, 0, 0, 0, 512, 4096, 0, MiB, GiB, GiB + MiB, 1023 * 1024 - 1},
+		{100 * GiB, 0, 0, 0, 512, 512, 0, MiB, 1024 * MiB, 1025 * MiB, 99 * 1024 - 1},
 		/* small alloc unit: metadata right after the 64 KiB superblock area */
-		{ 64 * MiB, 4096, 4096, 0, 512, 512, 0, 64 * 1024, 4 * MiB, 4 * MiB + 64 * 1024,
-		  (60 * MiB - 64 * 1024) / 4096 },
+		{64 * MiB, 4096, 4096, 0, 512, 512, 0, 64 * 1024, 4 * MiB, 4 * MiB + 64 * 1024,
+		 (60 * MiB - 64 * 1024) / 4096},
 		/* big alloc unit pushes metadata out to it */
-		{ GiB, 65536, 8 * MiB, 0, 4096, 4096, 0, 8 * MiB, 16 * MiB, 24 * MiB, 125 },
+		{GiB, 65536, 8 * MiB, 0, 4096, 4096, 0, 8 * MiB, 16 * MiB, 24 * MiB, 125},
 		/* explicit metadata size rounded up to 2 alloc units */
-		{ GiB, 0, 0, 5 * MiB, 512, 512, 0, MiB, 6 * MiB, 7 * MiB, 1017 },
-		{ GiB, 512, 512, 4 * MiB + 1, 512, 512, 0, 64 * 1024, 4 * MiB + 1024,
-		  4 * MiB + 1024 + 64 * 1024, (GiB - 4 * MiB - 1024 - 64 * 1024) / 512 },
+		{GiB, 0, 0, 5 * MiB, 512, 512, 0, MiB, 6 * MiB, 7 * MiB, 1017},
+		{GiB, 512, 512, 4 * MiB + 1, 512, 512, 0, 64 * 1024, 4 * MiB + 1024,
+		 4 * MiB + 1024 + 64 * 1024, (GiB - 4 * MiB - 1024 - 64 * 1024) / 512},
 		/* errors */
-		{ 16 * MiB - 1, 0, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ 0, 0, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 3000, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 256, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 131072, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 4096, 3 * 4096, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 8192, 4096, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 0, 1u << 31, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 512, 0, 0, 4096, 4096, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 0, 0, 0, 500, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 0, 0, 0, 4096, 512, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 0, 0, 0, 0, 0, -EINVAL, 0, 0, 0, 0 },
-		{ GiB, 0, 0, MiB, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ 128 * GiB, 0, 0, 65 * GiB, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ 16 * MiB, 0, 64 * MiB, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ 32 * MiB, 0, 0, 31 * MiB, 512, 512, -EINVAL, 0, 0, 0, 0 },
-		{ 6 * MiB + 64 * 1024, 0, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0 },
+		{16 * MiB - 1, 0, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{0, 0, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 3000, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 256, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 131072, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 4096, 3 * 4096, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 8192, 4096, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 0, 1u << 31, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 512, 0, 0, 4096, 4096, -EINVAL, 0, 0, 0, 0},
+		{GiB, 0, 0, 0, 500, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 0, 0, 0, 4096, 512, -EINVAL, 0, 0, 0, 0},
+		{GiB, 0, 0, 0, 0, 0, -EINVAL, 0, 0, 0, 0},
+		{GiB, 0, 0, MiB, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{128 * GiB, 0, 0, 65 * GiB, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{16 * MiB, 0, 64 * MiB, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{32 * MiB, 0, 0, 31 * MiB, 512, 512, -EINVAL, 0, 0, 0, 0},
+		{6 * MiB + 64 * 1024, 0, 0, 0, 512, 512, -EINVAL, 0, 0, 0, 0},
 	};
 	return cr_make_param_array(struct layout_case, cases, ARRAY_SIZE(cases));
 }
@@ -1120,8 +1181,8 @@ Test(log, record_bytes)
 
 ParameterizedTestParameters(log, roundtrip)
 {
-	static uint32_t lengths[] = { 0, 1, 7, 8, 9, 100, 4096, CFS_LOG_MAX_PAYLOAD - 1,
-				      CFS_LOG_MAX_PAYLOAD };
+	static uint32_t lengths[] = {
+		0, 1, 7, 8, 9, 100, 4096, CFS_LOG_MAX_PAYLOAD - 1, CFS_LOG_MAX_PAYLOAD};
 	return cr_make_param_array(uint32_t, lengths, ARRAY_SIZE(lengths));
 }
 
@@ -1157,8 +1218,8 @@ ParameterizedTest(uint32_t *length, log, roundtrip)
 		uint64_t stored = get_le(buf, 24, 8);
 
 		put_le(buf, 24, 8, 0);
-		cr_assert_eq(stored, XXH3_64bits_withSeed(buf, CFS_LOG_HEADER_BYTES + *length,
-							  SEED_A));
+		cr_assert_eq(stored,
+			     XXH3_64bits_withSeed(buf, CFS_LOG_HEADER_BYTES + *length, SEED_A));
 		put_le(buf, 24, 8, stored);
 	}
 
@@ -1177,11 +1238,12 @@ ParameterizedTest(uint32_t *length, log, roundtrip)
 
 Test(log, encode_errors)
 {
-	uint8_t buf[64], payload[40] = { 0 };
+	uint8_t buf[64], payload[40] = {0};
 	static uint8_t big[CFS_LOG_HEADER_BYTES + CFS_LOG_MAX_PAYLOAD + 8];
 
 	cr_assert_eq(cfs_log_record_encode(big, sizeof(big), CFS_LOG_NOOP, 0, 1, 0, big,
-					   CFS_LOG_MAX_PAYLOAD + 1), -EINVAL);
+					   CFS_LOG_MAX_PAYLOAD + 1),
+		     -EINVAL);
 	cr_assert_eq(cfs_log_record_encode(buf, sizeof(buf), CFS_LOG_INVALID, 0, 1, 0, NULL, 0),
 		     -EINVAL);
 	cr_assert_eq(cfs_log_record_encode(buf, 31, CFS_LOG_NOOP, 0, 1, 0, NULL, 0), -ENOSPC);
@@ -1203,7 +1265,7 @@ static size_t build_log(uint8_t *buf, size_t size, uint64_t first_seq, uint64_t 
 	memset(buf, 0, size);
 	for (i = 0; i < count; i++) {
 		uint8_t payload[128];
-		uint32_t length = 5 + 11 * i;	/* odd lengths: exercise padding */
+		uint32_t length = 5 + 11 * i; /* odd lengths: exercise padding */
 		int ret;
 
 		cr_assert_leq(length, sizeof(payload));
@@ -1220,9 +1282,9 @@ static size_t build_log(uint8_t *buf, size_t size, uint64_t first_seq, uint64_t 
 
 struct bad_record_case {
 	char name[32];
-	size_t offset;		/* byte to change, or SIZE_MAX for none */
-	uint8_t xor;
-	size_t avail;		/* SIZE_MAX: the whole record */
+	size_t offset; /* byte to change, or SIZE_MAX for none */
+	uint8_t xor ;
+	size_t avail; /* SIZE_MAX: the whole record */
 	uint64_t expected_seq;
 	uint64_t seed;
 	int ret;
@@ -1232,32 +1294,36 @@ struct bad_record_case {
 ParameterizedTestParameters(log, bad_record)
 {
 	static struct bad_record_case cases[] = {
-		{ "good", SIZE_MAX, 0, SIZE_MAX, 10, SEED_A, 0, "" },
-		{ "bad magic", 0, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record magic" },
-		{ "type flipped", 4, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "flags flipped", 6, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "length flipped", 8, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "length huge", 10, 0x10, SIZE_MAX, 10, SEED_A, -EUCLEAN,
-		  "record payload longer than the maximum" },
-		{ "length past end", 9, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN,
-		  "record runs past the end of the log" },
-		{ "reserved flipped", 12, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "seq flipped", 16, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "checksum flipped", 24, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "payload flipped", 40, 0x80, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum" },
-		{ "truncated payload", SIZE_MAX, 0, 47, 10, SEED_A, -EUCLEAN,
-		  "record runs past the end of the log" },
-		{ "truncated padding", SIZE_MAX, 0, 55, 10, SEED_A, -EUCLEAN,
-		  "record runs past the end of the log" },
-		{ "truncated header", SIZE_MAX, 0, 31, 10, SEED_A, -EINVAL,
-		  "no room for a record header" },
-		{ "nothing left", SIZE_MAX, 0, 0, 10, SEED_A, -EINVAL, "no room for a record header" },
-		{ "seq behind", SIZE_MAX, 0, SIZE_MAX, 11, SEED_A, -EUCLEAN,
-		  "record sequence number is not the expected one" },
-		{ "seq ahead (gap)", SIZE_MAX, 0, SIZE_MAX, 9, SEED_A, -EUCLEAN,
-		  "record sequence number is not the expected one" },
-		{ "other store's seed", SIZE_MAX, 0, SIZE_MAX, 10, SEED_A ^ 1, -EUCLEAN,
-		  "bad record checksum" },
+		{"good", SIZE_MAX, 0, SIZE_MAX, 10, SEED_A, 0, ""},
+		{"bad magic", 0, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record magic"},
+		{"type flipped", 4, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum"},
+		{"flags flipped", 6, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum"},
+		{"length flipped", 8, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum"},
+		{"length huge", 10, 0x10, SIZE_MAX, 10, SEED_A, -EUCLEAN,
+		 "record payload longer than the maximum"},
+		{"length past end", 9, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN,
+		 "record runs past the end of the log"},
+		{"reserved flipped", 12, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN,
+		 "bad record checksum"},
+		{"seq flipped", 16, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN, "bad record checksum"},
+		{"checksum flipped", 24, 0x01, SIZE_MAX, 10, SEED_A, -EUCLEAN,
+		 "bad record checksum"},
+		{"payload flipped", 40, 0x80, SIZE_MAX, 10, SEED_A, -EUCLEAN,
+		 "bad record checksum"},
+		{"truncated payload", SIZE_MAX, 0, 47, 10, SEED_A, -EUCLEAN,
+		 "record runs past the end of the log"},
+		{"truncated padding", SIZE_MAX, 0, 55, 10, SEED_A, -EUCLEAN,
+		 "record runs past the end of the log"},
+		{"truncated header", SIZE_MAX, 0, 31, 10, SEED_A, -EINVAL,
+		 "no room for a record header"},
+		{"nothing left", SIZE_MAX, 0, 0, 10, SEED_A, -EINVAL,
+		 "no room for a record header"},
+		{"seq behind", SIZE_MAX, 0, SIZE_MAX, 11, SEED_A, -EUCLEAN,
+		 "record sequence number is not the expected one"},
+		{"seq ahead (gap)", SIZE_MAX, 0, SIZE_MAX, 9, SEED_A, -EUCLEAN,
+		 "record sequence number is not the expected one"},
+		{"other store's seed", SIZE_MAX, 0, SIZE_MAX, 10, SEED_A ^ 1, -EUCLEAN,
+		 "bad record checksum"},
 	};
 	return cr_make_param_array(struct bad_record_case, cases, ARRAY_SIZE(cases));
 }
@@ -1271,11 +1337,11 @@ ParameterizedTest(struct bad_record_case *c, log, bad_record)
 
 	memset(payload, 'p', sizeof(payload));
 	memset(buf, 0, sizeof(buf));
-	ret = cfs_log_record_encode(buf, sizeof(buf), CFS_LOG_INODE_CREATE, 0, 10, SEED_A,
-				    payload, sizeof(payload));
+	ret = cfs_log_record_encode(buf, sizeof(buf), CFS_LOG_INODE_CREATE, 0, 10, SEED_A, payload,
+				    sizeof(payload));
 	cr_assert_eq(ret, 56);
 	if (c->offset != SIZE_MAX)
-		buf[c->offset] ^= c->xor;
+		buf[c->offset] ^= c->xor ;
 	ret = cfs_log_record_decode(buf, c->avail == SIZE_MAX ? 56 : c->avail, c->expected_seq,
 				    c->seed, &rec, &why);
 	cr_assert_eq(ret, c->ret, "%s: %s", c->name, why ? why : "");
@@ -1301,7 +1367,7 @@ Test(log, reserved_must_be_zero)
 
 Test(log, zeroed_header_ends_log)
 {
-	uint8_t buf[64] = { 0 };
+	uint8_t buf[64] = {0};
 	struct cfs_log_record rec;
 	const char *why = NULL;
 
@@ -1311,7 +1377,7 @@ Test(log, zeroed_header_ends_log)
 
 struct collect {
 	unsigned int calls;
-	unsigned int stop_at;	/* return 99 on this call (1-based), 0 = never */
+	unsigned int stop_at; /* return 99 on this call (1-based), 0 = never */
 	uint64_t seqs[16];
 	uint16_t types[16];
 };
@@ -1333,7 +1399,7 @@ Test(log, walk_full)
 	uint8_t buf[4096];
 	size_t ends[8], length;
 	struct cfs_log_walk_result res;
-	struct collect col = { 0 };
+	struct collect col = {0};
 	unsigned int i;
 
 	length = build_log(buf, sizeof(buf), 100, SEED_A, 8, ends);
@@ -1434,7 +1500,7 @@ Test(log, walk_wrong_uuid_seed)
 	build_log(buf, sizeof(buf), 1, cfs_log_seed(uuid), 4, NULL);
 	cr_assert_eq(cfs_log_walk(buf, sizeof(buf), 1, cfs_log_seed(uuid), NULL, NULL, &res), 0);
 	cr_assert_eq(res.record_count, 4);
-	uuid[9] ^= 0x40;	/* the store was reformatted: new uuid */
+	uuid[9] ^= 0x40; /* the store was reformatted: new uuid */
 	cr_assert_eq(cfs_log_walk(buf, sizeof(buf), 1, cfs_log_seed(uuid), NULL, NULL, &res), 0);
 	cr_assert_eq(res.record_count, 0);
 	cr_assert_str_eq(res.why, "bad record checksum");
@@ -1445,7 +1511,7 @@ Test(log, walk_callback_stops)
 	uint8_t buf[4096];
 	size_t ends[5];
 	struct cfs_log_walk_result res;
-	struct collect col = { .stop_at = 3 };
+	struct collect col = {.stop_at = 3};
 
 	build_log(buf, sizeof(buf), 7, SEED_A, 5, ends);
 	cr_assert_eq(cfs_log_walk(buf, sizeof(buf), 7, SEED_A, collect_fn, &col, &res), 99);
@@ -1607,14 +1673,14 @@ Test(snap, bad_cases)
 	cr_assert_str_eq(why, "snapshot header truncated");
 	cr_assert_eq(cfs_snap_decode(buf, 3, SEED_A, &snap, &why), -EINVAL);
 
-	put_le(buf, 4, 4, 2);	/* newer version */
+	put_le(buf, 4, 4, 2); /* newer version */
 	snap_reseal(buf, length, SEED_A);
 	cr_assert_eq(cfs_snap_decode(buf, length, SEED_A, &snap, &why), -EOPNOTSUPP);
 	put_le(buf, 4, 4, 0);
 	snap_reseal(buf, length, SEED_A);
 	cr_assert_eq(cfs_snap_decode(buf, length, SEED_A, &snap, &why), -EUCLEAN);
 	put_le(buf, 4, 4, 1);
-	put_le(buf, 40, 8, 1);	/* reserved */
+	put_le(buf, 40, 8, 1); /* reserved */
 	snap_reseal(buf, length, SEED_A);
 	cr_assert_eq(cfs_snap_decode(buf, length, SEED_A, &snap, &why), -EUCLEAN);
 	cr_assert_str_eq(why, "snapshot reserved fields are not zero");
@@ -1644,7 +1710,8 @@ Test(snap, body_seq_must_be_index)
 	int ret;
 
 	memset(buf, 0, sizeof(buf));
-	ret = cfs_log_record_encode(buf + 64, sizeof(buf) - 64, CFS_LOG_NOOP, 0, 1, SEED_A, NULL, 0);
+	ret = cfs_log_record_encode(buf + 64, sizeof(buf) - 64, CFS_LOG_NOOP, 0, 1, SEED_A, NULL,
+				    0);
 	cr_assert_eq(ret, 32);
 	cr_assert_eq(cfs_snap_seal(buf, sizeof(buf), 32, 1, 5, SEED_A), 0);
 	cr_assert_eq(cfs_snap_decode(buf, 96, SEED_A, &snap, &why), -EUCLEAN);
@@ -1691,15 +1758,15 @@ struct uuid_case {
 ParameterizedTestParameters(uuid, parse_bad)
 {
 	static struct uuid_case bad[] = {
-		{ "" },
-		{ "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f" },		/* short */
-		{ "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f90" },	/* long */
-		{ "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8fg" },		/* not hex */
-		{ "0a1b2c3d04e5f-6071-8293-a4b5c6d7e8f9" },		/* missing dash */
-		{ "0a1b2c3-d4e5f-6071-8293-a4b5c6d7e8f9" },		/* dash misplaced */
-		{ "0a1b2c3d4e5f607182934a4b5c6d7e8f9abc" },		/* no dashes */
-		{ " a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9" },
-		{ "{a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f}" },
+		{""},
+		{"0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f"},   /* short */
+		{"0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f90"}, /* long */
+		{"0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8fg"},  /* not hex */
+		{"0a1b2c3d04e5f-6071-8293-a4b5c6d7e8f9"},  /* missing dash */
+		{"0a1b2c3-d4e5f-6071-8293-a4b5c6d7e8f9"},  /* dash misplaced */
+		{"0a1b2c3d4e5f607182934a4b5c6d7e8f9abc"},  /* no dashes */
+		{" a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"},
+		{"{a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f}"},
 	};
 	return cr_make_param_array(struct uuid_case, bad, ARRAY_SIZE(bad));
 }
@@ -1724,45 +1791,45 @@ struct size_case {
 ParameterizedTestParameters(size, parse)
 {
 	static struct size_case cases[] = {
-		{ "0", 0, 0 },
-		{ "1", 0, 1 },
-		{ "4096", 0, 4096 },
-		{ "007", 0, 7 },
-		{ "512B", 0, 512 },
-		{ "4k", 0, 4096 },
-		{ "4K", 0, 4096 },
-		{ "4KiB", 0, 4096 },
-		{ "4KB", 0, 4096 },
-		{ "1m", 0, 1ull << 20 },
-		{ "1M", 0, 1ull << 20 },
-		{ "16G", 0, 16ull << 30 },
-		{ "3T", 0, 3ull << 40 },
-		{ "2P", 0, 2ull << 50 },
-		{ "16383P", 0, 16383ull << 50 },
-		{ "18446744073709551615", 0, UINT64_MAX },
-		{ "17179869183G", 0, 17179869183ull << 30 },
-		{ "18446744073709551616", -ERANGE, 0 },
-		{ "99999999999999999999999", -ERANGE, 0 },
-		{ "16384P", -ERANGE, 0 },
-		{ "17179869184G", -ERANGE, 0 },
-		{ "", -EINVAL, 0 },
-		{ "k", -EINVAL, 0 },
-		{ "M", -EINVAL, 0 },
-		{ "-1", -EINVAL, 0 },
-		{ "-1M", -EINVAL, 0 },
-		{ "+1", -EINVAL, 0 },
-		{ " 1", -EINVAL, 0 },
-		{ "1 ", -EINVAL, 0 },
-		{ "1 M", -EINVAL, 0 },
-		{ "1.5M", -EINVAL, 0 },
-		{ "0x10", -EINVAL, 0 },
-		{ "1KK", -EINVAL, 0 },
-		{ "1kib", -EINVAL, 0 },
-		{ "1iB", -EINVAL, 0 },
-		{ "1Q", -EINVAL, 0 },
-		{ "1e6", -EINVAL, 0 },
-		{ "1MiBx", -EINVAL, 0 },
-		{ "1BB", -EINVAL, 0 },
+		{"0", 0, 0},
+		{"1", 0, 1},
+		{"4096", 0, 4096},
+		{"007", 0, 7},
+		{"512B", 0, 512},
+		{"4k", 0, 4096},
+		{"4K", 0, 4096},
+		{"4KiB", 0, 4096},
+		{"4KB", 0, 4096},
+		{"1m", 0, 1ull << 20},
+		{"1M", 0, 1ull << 20},
+		{"16G", 0, 16ull << 30},
+		{"3T", 0, 3ull << 40},
+		{"2P", 0, 2ull << 50},
+		{"16383P", 0, 16383ull << 50},
+		{"18446744073709551615", 0, UINT64_MAX},
+		{"17179869183G", 0, 17179869183ull << 30},
+		{"18446744073709551616", -ERANGE, 0},
+		{"99999999999999999999999", -ERANGE, 0},
+		{"16384P", -ERANGE, 0},
+		{"17179869184G", -ERANGE, 0},
+		{"", -EINVAL, 0},
+		{"k", -EINVAL, 0},
+		{"M", -EINVAL, 0},
+		{"-1", -EINVAL, 0},
+		{"-1M", -EINVAL, 0},
+		{"+1", -EINVAL, 0},
+		{" 1", -EINVAL, 0},
+		{"1 ", -EINVAL, 0},
+		{"1 M", -EINVAL, 0},
+		{"1.5M", -EINVAL, 0},
+		{"0x10", -EINVAL, 0},
+		{"1KK", -EINVAL, 0},
+		{"1kib", -EINVAL, 0},
+		{"1iB", -EINVAL, 0},
+		{"1Q", -EINVAL, 0},
+		{"1e6", -EINVAL, 0},
+		{"1MiBx", -EINVAL, 0},
+		{"1BB", -EINVAL, 0},
 	};
 	return cr_make_param_array(struct size_case, cases, ARRAY_SIZE(cases));
 }
@@ -1794,20 +1861,20 @@ struct format_case {
 ParameterizedTestParameters(size, format)
 {
 	static struct format_case cases[] = {
-		{ 0, "0 B" },
-		{ 1, "1 B" },
-		{ 1023, "1023 B" },
-		{ 1024, "1 KiB" },
-		{ 1536, "1.50 KiB" },
-		{ 1025, "1.00 KiB" },
-		{ 2047, "1.99 KiB" },
-		{ 1ull << 20, "1 MiB" },
-		{ 1060110336, "1011 MiB" },
-		{ 1ull << 30, "1 GiB" },
-		{ (1ull << 40) * 3 / 2, "1.50 TiB" },
-		{ 1ull << 50, "1 PiB" },
-		{ 1ull << 60, "1 EiB" },
-		{ UINT64_MAX, "15.99 EiB" },
+		{0, "0 B"},
+		{1, "1 B"},
+		{1023, "1023 B"},
+		{1024, "1 KiB"},
+		{1536, "1.50 KiB"},
+		{1025, "1.00 KiB"},
+		{2047, "1.99 KiB"},
+		{1ull << 20, "1 MiB"},
+		{1060110336, "1011 MiB"},
+		{1ull << 30, "1 GiB"},
+		{(1ull << 40) * 3 / 2, "1.50 TiB"},
+		{1ull << 50, "1 PiB"},
+		{1ull << 60, "1 EiB"},
+		{UINT64_MAX, "15.99 EiB"},
 	};
 	return cr_make_param_array(struct format_case, cases, ARRAY_SIZE(cases));
 }
