@@ -19,12 +19,13 @@
 #   fs/format/  libcfs_format.a  -> fs/base/ [c xxhash]
 #   iopath/     libcfs_iopath.a  -> fs/base/ [c uring rbd rados] (circles: core <-> backends)
 #   fs/stats/   libcfs_stats.a   -> iopath/ fs/base/ [c]
-#   fs/meta/    libcfs_meta.a    -> fs/stats/ fs/format/ iopath/ fs/base/ [c xxhash]
+#   fs/meta/    libcfs_meta.a    -> fs/stats/ fs/format/ iopath/ fs/base/ [c xxhash blkid]
 #   fs/fuse/    libcfs_fuse.a    -> fs/meta/ fs/stats/ fs/format/ iopath/ fs/base/ [c fuse3 uring]
 #   mkchunkfs/                   -> fs/meta/ fs/stats/ fs/format/ iopath/ fs/base/ [c xxhash blkid] (circles: helpers -> main's cfs_mkfs_error)
 # Programs: chunkfs = fs/fuse/main.c + every library; fsck.chunkfs =
 # mkchunkfs/fsck*.c + fs/meta/ and below (no libfuse); mkchunkfs = the rest of
-# mkchunkfs/ + fs/format/, iopath/, fs/base/ (no metadata engine).
+# mkchunkfs/ + fs/format/, iopath/, fs/base/ and fs/meta/'s signature.o (no
+# metadata engine).
 
 BUILD   ?= release
 prefix  ?= /usr/local
@@ -115,7 +116,8 @@ all: $(PROGRAMS)
 # fuzz targets see them all.
 LAYER_CFLAGS = $(FUSE_CFLAGS) $(BLKID_CFLAGS)
 $(B)/obj/fs/base/%.o $(B)/obj/fs/format/%.o $(B)/obj/iopath/%.o: LAYER_CFLAGS =
-$(B)/obj/fs/stats/%.o $(B)/obj/fs/meta/%.o: LAYER_CFLAGS =
+$(B)/obj/fs/stats/%.o: LAYER_CFLAGS =
+$(B)/obj/fs/meta/%.o: LAYER_CFLAGS = $(BLKID_CFLAGS)
 $(B)/obj/fs/fuse/%.o: LAYER_CFLAGS = $(FUSE_CFLAGS)
 $(B)/obj/mkchunkfs/%.o: LAYER_CFLAGS = $(BLKID_CFLAGS)
 
@@ -133,15 +135,15 @@ $(LIBS_ALL):
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
+$(B)/mkchunkfs: $(call obj,$(MKFS_SRCS)) $(LIB_META) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_XXHASH) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 # fsck repairs through the metadata engine: no libfuse on its link line.
 $(B)/fsck.chunkfs: $(call obj,$(FSCK_SRCS)) $(LIB_META) $(LIB_STATS) $(LIB_FORMAT) $(LIB_IOPATH) $(LIB_BASE)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_XXHASH) $(LIBS_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_XXHASH) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 $(B)/chunkfs: $(call obj,fs/fuse/main.c) $(LIBS_ALL)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_XXHASH) $(LIBS_IOPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_FUSE) $(LIBS_XXHASH) $(LIBS_IOPATH) $(LIBS_BLKID)
 
 # Each unit test is its own binary, so a crash names its module. Every test links
 # every library; the linker keeps only what the test uses.

@@ -31,7 +31,7 @@ line=$(grep -n '^#include "fs/stats/chunkstat.h"' "$CFS_ROOT/fs/meta/namespace.h
 refused "fs/meta/namespace.h:$line includes \"fs/stats/chunkstat.h\" of fs/stats/, which fs/meta/ may not use"
 
 cfs_log "the metadata engine without xxhash: the system library named"
-table 's|^(#   fs/meta/ .*)\[c xxhash\]|\1[c]|'
+table 's|^(#   fs/meta/ .*)\[c xxhash blkid\]|\1[c blkid]|'
 refused "from -lxxhash, which fs/meta/ may not link"
 refused "includes <xxhash.h> of -lxxhash, which fs/meta/ may not link"
 
