@@ -51,6 +51,7 @@ struct cfs_backend_ops {
 	const struct cfs_io_geometry *(*store_geometry)(const struct cfs_io *io, unsigned store);
 	int (*set_routes)(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count);
 	int (*drop_store)(struct cfs_io *io, unsigned store);
+	unsigned (*get_routes)(struct cfs_io *io, struct cfs_io_route *routes, unsigned max);
 };
 
 extern const struct cfs_backend_ops cfs_backend_uring;

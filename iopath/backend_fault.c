@@ -1185,6 +1185,13 @@ static int fault_drop_store(struct cfs_io *io, unsigned store)
 	return ret;
 }
 
+static unsigned fault_get_routes(struct cfs_io *io, struct cfs_io_route *routes, unsigned max)
+{
+	struct fault_target *ft = io->priv;
+
+	return cfs_io_get_routes(ft->inner, routes, max);
+}
+
 const struct cfs_backend_ops cfs_backend_fault = {
 	.name = "fault",
 	.version = CFS_BACKEND_OPS_VERSION,
@@ -1200,4 +1207,5 @@ const struct cfs_backend_ops cfs_backend_fault = {
 	.store_geometry = fault_store_geometry,
 	.set_routes = fault_set_routes,
 	.drop_store = fault_drop_store,
+	.get_routes = fault_get_routes,
 };

@@ -518,6 +518,22 @@ static int uring_set_routes(struct cfs_io *io, const struct cfs_io_route *routes
 	return 0;
 }
 
+static unsigned uring_get_routes(struct cfs_io *io, struct cfs_io_route *routes, unsigned max)
+{
+	struct uring_target *t = io->priv;
+	const struct uring_routes *r;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&t->admin_lock);
+	r = atomic_load(&t->routes);
+	if (r) {
+		n = r->count < max ? r->count : max;
+		memcpy(routes, r->route, n * sizeof(*routes));
+	}
+	pthread_mutex_unlock(&t->admin_lock);
+	return n;
+}
+
 static int uring_drop_store(struct cfs_io *io, unsigned store)
 {
 	struct uring_target *t = io->priv;
@@ -1346,4 +1362,5 @@ const struct cfs_backend_ops cfs_backend_uring = {
 	.store_geometry = uring_store_geometry,
 	.set_routes = uring_set_routes,
 	.drop_store = uring_drop_store,
+	.get_routes = uring_get_routes,
 };

@@ -228,6 +228,11 @@ int cfs_io_set_routes(struct cfs_io *io, const struct cfs_io_route *routes, unsi
 	return ret;
 }
 
+unsigned cfs_io_get_routes(struct cfs_io *io, struct cfs_io_route *routes, unsigned max)
+{
+	return io->ops->get_routes ? io->ops->get_routes(io, routes, max) : 0;
+}
+
 int cfs_io_drop_store(struct cfs_io *io, unsigned store)
 {
 	if (!io->ops->drop_store)

@@ -321,6 +321,9 @@ const struct cfs_io_geometry *cfs_io_store_geometry(const struct cfs_io *io, uns
  * aligned to the logical sector, not overlapping, each inside its store.
  * 0 or -EINVAL (nothing changed). */
 int cfs_io_set_routes(struct cfs_io *io, const struct cfs_io_route *routes, unsigned count);
+/* The route table in force (sorted by pool address) into routes[0..max):
+ * its count (0: none published, store 0 at its own offsets). */
+unsigned cfs_io_get_routes(struct cfs_io *io, struct cfs_io_route *routes, unsigned max);
 /* Close store `store` (> 0). The caller guarantees no route names it and no
  * request to it is in flight. 0 or -EINVAL. */
 int cfs_io_drop_store(struct cfs_io *io, unsigned store);

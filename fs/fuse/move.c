@@ -813,6 +813,11 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 	unsigned run_count = 0;
 	int ret;
 
+	/* Joining (not yet in the durable table) or being removed: no unit
+	 * may go there. */
+	if (cfs_pool_store_state(FS()->pool, to) != CFS_STORE_ACTIVE)
+		return -EINVAL;
+
 	pthread_mutex_lock(&mv.lock);
 	m = find(ino);
 	if (m && active(m)) {
@@ -920,6 +925,12 @@ int cfs_mover_cancel(uint64_t ino)
 		pthread_mutex_unlock(&mv.lock);
 		return -ENOENT;
 	}
+	/* A cancel takes the units back where they came from: not onto a
+	 * store being removed (its evacuation started this move). */
+	if (!m->cancelling && cfs_pool_store_state(FS()->pool, m->from) != CFS_STORE_ACTIVE) {
+		pthread_mutex_unlock(&mv.lock);
+		return -EBUSY;
+	}
 	if (!m->cancelling) {
 		m->want_cancel = true;
 		m->want_pause = false;
@@ -931,6 +942,20 @@ int cfs_mover_cancel(uint64_t ino)
 	}
 	pthread_mutex_unlock(&mv.lock);
 	return 0;
+}
+
+bool cfs_mover_moving_to(uint64_t ino, uint32_t *to)
+{
+	struct move *m;
+	bool moving;
+
+	pthread_mutex_lock(&mv.lock);
+	m = find(ino);
+	moving = m && active(m);
+	if (moving)
+		*to = m->to;
+	pthread_mutex_unlock(&mv.lock);
+	return moving;
 }
 
 size_t cfs_mover_render(uint64_t ino, char *text, size_t max)

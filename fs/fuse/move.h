@@ -40,7 +40,8 @@ void cfs_mover_stop(void);
 /*
  * Move chunk ino onto store `to` at up to rate_bytes per second (0: as fast
  * as it goes). 0 (queued; or nothing to move: only placed), -EBUSY (a move
- * of it to another store is running), -ENOSPC (not enough free units on
+ * of it to another store is running), -EINVAL (`to` is joining or being
+ * removed: no units go there), -ENOSPC (not enough free units on
  * `to`: logged with the numbers; nothing changed), -EROFS, -ENOENT,
  * -ENOMEM. The same target again: 0 (the rate changes if given).
  */
@@ -49,8 +50,11 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes);
  * -ENOENT: no move of ino. */
 int cfs_mover_pause(uint64_t ino, bool pause);
 /* Cancel: the units moved so far go back where the chunk came from.
- * -ENOENT: no move of ino. */
+ * -ENOENT: no move of ino; -EBUSY: it came from a store being removed. */
 int cfs_mover_cancel(uint64_t ino);
+/* True while a move of ino is queued, running, paused or cancelling; *to
+ * is where its units are going now. */
+bool cfs_mover_moving_to(uint64_t ino, uint32_t *to);
 
 /* The value of user.chunkfs.move for ino: "state=S from=A to=B done=BYTES
  * total=BYTES rate=BYTES/s" (state=none without a move). Returns the

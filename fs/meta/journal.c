@@ -383,6 +383,7 @@ struct cfs_journal {
 	bool stop;		/* [lock] */
 	bool abandon;		/* [lock] stop without a last commit */
 	bool running;		/* [lock] */
+	bool snapshot_wanted;	/* [lock] the next commit ends with a snapshot */
 	uint64_t commits_done;	/* [lock] */
 	pthread_t thread;
 
@@ -400,6 +401,12 @@ struct cfs_journal {
 	_Atomic uint64_t commits;
 	_Atomic uint64_t snapshots;
 	_Atomic uint64_t snapshot_bytes;
+
+	/* Store 0's table of stores as the next snapshot writes it: a copy of
+	 * the superblock whose pool fields are the ones that count (stores
+	 * added and removed online change them; fs->sb is the committer's). */
+	pthread_mutex_t table_lock;
+	struct cfs_sb table; /* [table_lock] */
 };
 
 /* ---- transactions ------------------------------------------------------------------------
@@ -925,6 +932,19 @@ static void set_log_offset(struct cfs_journal *j, uint64_t offset)
 
 /* ---- snapshots ------------------------------------------------------------------------------- */
 
+/* The pool fields of `from` into `to` (the rest of the superblock is the
+ * committer's). */
+static void table_merge(struct cfs_sb *to, const struct cfs_sb *from)
+{
+	to->incompat = (to->incompat & ~CFS_FEAT_INCOMPAT_POOL) |
+		       (from->incompat & CFS_FEAT_INCOMPAT_POOL);
+	memcpy(to->pool_uuid, from->pool_uuid, CFS_UUID_BYTES);
+	to->store_index = from->store_index;
+	to->unit_base = from->unit_base;
+	to->store_count = from->store_count;
+	memcpy(to->stores, from->stores, sizeof(to->stores));
+}
+
 int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 {
 	struct cfs_fs *fs = j->fs;
@@ -1018,6 +1038,9 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 		goto out_free;
 	}
 	next = fs->sb;
+	pthread_mutex_lock(&j->table_lock);
+	table_merge(&next, &j->table);
+	pthread_mutex_unlock(&j->table_lock);
 	next.generation++;
 	next.meta_active_half = half;
 	next.meta_snap_length_bytes = total;
@@ -1219,7 +1242,7 @@ static void *committer(void *arg)
 	pthread_mutex_lock(&j->lock);
 	for (;;) {
 		struct waiter *w;
-		bool stopping;
+		bool stopping, snapshot;
 		int res;
 
 		clock_gettime(CLOCK_REALTIME, &deadline);
@@ -1236,6 +1259,8 @@ static void *committer(void *arg)
 		w = j->waiters;
 		j->waiters = NULL;
 		j->requested = false;
+		snapshot = j->snapshot_wanted;
+		j->snapshot_wanted = false;
 		stopping = j->stop;
 		if (stopping && j->abandon) {
 			/* A simulated crash: nothing more reaches the store. */
@@ -1247,6 +1272,8 @@ static void *committer(void *arg)
 		pthread_mutex_unlock(&j->lock);
 
 		res = commit_once(j, w != NULL || stopping, commit_captures(j, w, stopping));
+		if (!res && snapshot)
+			res = cfs_journal_snapshot(j, false);
 		answer(w, res);
 
 		pthread_mutex_lock(&j->lock);
@@ -1261,7 +1288,8 @@ static void *committer(void *arg)
 	return NULL;
 }
 
-static int commit_wait(struct cfs_fs *fs, cfs_commit_cb cb, void *arg, bool flush_only)
+static int commit_wait(struct cfs_fs *fs, cfs_commit_cb cb, void *arg, bool flush_only,
+		       bool snapshot)
 {
 	struct cfs_journal *j = fs->journal;
 	struct waiter *w;
@@ -1283,6 +1311,8 @@ static int commit_wait(struct cfs_fs *fs, cfs_commit_cb cb, void *arg, bool flus
 	w->next = j->waiters;
 	j->waiters = w;
 	j->requested = true;
+	if (snapshot)
+		j->snapshot_wanted = true;
 	pthread_cond_signal(&j->wake);
 	pthread_mutex_unlock(&j->lock);
 	return 0;
@@ -1290,12 +1320,12 @@ static int commit_wait(struct cfs_fs *fs, cfs_commit_cb cb, void *arg, bool flus
 
 int cfs_journal_commit_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
 {
-	return commit_wait(fs, cb, arg, false);
+	return commit_wait(fs, cb, arg, false, false);
 }
 
 int cfs_journal_flush_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg)
 {
-	return commit_wait(fs, cb, arg, true);
+	return commit_wait(fs, cb, arg, true, false);
 }
 
 struct sync_wait {
@@ -1316,14 +1346,14 @@ static void sync_done(int res, void *arg)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int cfs_journal_commit_sync(struct cfs_fs *fs)
+static int commit_wait_sync(struct cfs_fs *fs, bool snapshot)
 {
 	struct sync_wait s = {.done = false, .res = 0};
 	int ret;
 
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
-	ret = cfs_journal_commit_async(fs, sync_done, &s);
+	ret = commit_wait(fs, sync_done, &s, false, snapshot);
 	if (!ret) {
 		pthread_mutex_lock(&s.lock);
 		while (!s.done)
@@ -1333,6 +1363,40 @@ int cfs_journal_commit_sync(struct cfs_fs *fs)
 	}
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);
+	return ret;
+}
+
+int cfs_journal_commit_sync(struct cfs_fs *fs)
+{
+	return commit_wait_sync(fs, false);
+}
+
+void cfs_journal_table(struct cfs_journal *j, struct cfs_sb *out)
+{
+	pthread_mutex_lock(&j->table_lock);
+	*out = j->table;
+	pthread_mutex_unlock(&j->table_lock);
+}
+
+int cfs_journal_write_table(struct cfs_fs *fs, const struct cfs_sb *next)
+{
+	struct cfs_journal *j = fs->journal;
+	struct cfs_sb before;
+	int ret;
+
+	if (!j->persist)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&j->table_lock);
+	before = j->table;
+	table_merge(&j->table, next);
+	pthread_mutex_unlock(&j->table_lock);
+	ret = commit_wait_sync(fs, true);
+	if (ret) {
+		/* Not written: the next snapshot must not write it either. */
+		pthread_mutex_lock(&j->table_lock);
+		table_merge(&j->table, &before);
+		pthread_mutex_unlock(&j->table_lock);
+	}
 	return ret;
 }
 
@@ -1768,6 +1832,8 @@ int cfs_journal_create(struct cfs_fs *fs, const struct cfs_journal_config *cfg,
 	atomic_store(&j->durable_seq, j->next_seq - 1);
 	pthread_mutex_init(&j->tail_lock, NULL);
 	pthread_mutex_init(&j->lock, NULL);
+	pthread_mutex_init(&j->table_lock, NULL);
+	j->table = fs->sb;
 	pthread_cond_init(&j->wake, NULL);
 	pthread_cond_init(&j->done, NULL);
 	*out = j;
@@ -1828,5 +1894,6 @@ void cfs_journal_destroy(struct cfs_journal *j)
 	pthread_cond_destroy(&j->wake);
 	pthread_mutex_destroy(&j->lock);
 	pthread_mutex_destroy(&j->tail_lock);
+	pthread_mutex_destroy(&j->table_lock);
 	free(j);
 }

@@ -328,6 +328,21 @@ int cfs_journal_flush_async(struct cfs_fs *fs, cfs_commit_cb cb, void *arg);
  * lock held (the committer takes them). */
 int cfs_journal_commit_sync(struct cfs_fs *fs);
 
+/* ---- store 0's table of stores (stores added and removed online) ---------------------------- */
+
+/* The superblock as the next snapshot writes it: its pool fields (the table
+ * of stores) are current; geometry and uuid are the mount's. */
+void cfs_journal_table(struct cfs_journal *journal, struct cfs_sb *out);
+/*
+ * Make next's pool fields (CFS_FEAT_INCOMPAT_POOL, the table) store 0's: a
+ * commit, then a snapshot writes them into the superblock (next
+ * generation, the other slot); returns once that is durable. 0 or -errno
+ * (the table stays as it was: -EROFS, -EIO and the filesystem is then
+ * read-only, -ESHUTDOWN). Callers serialize their changes; never with a
+ * namespace lock held.
+ */
+int cfs_journal_write_table(struct cfs_fs *fs, const struct cfs_sb *next);
+
 /* Wake the committer without waiting (e.g. space is busy). */
 void cfs_journal_kick(struct cfs_fs *fs);
 

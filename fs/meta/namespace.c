@@ -2914,6 +2914,115 @@ int cfs_ns_moves_pending(struct cfs_fs *fs, uint64_t **inos_out, unsigned *count
 	return 0;
 }
 
+struct units_in {
+	uint64_t base;
+	uint64_t count;
+	uint64_t units;	 /* whole units of the file in [base, +count) */
+	uint64_t pieces; /* pieces of it there */
+};
+
+static int units_in_range(void *arg, const struct cfs_extent_unit_view *v)
+{
+	struct units_in *c = arg;
+
+	for (uint64_t i = 0; i < v->unit_count; i++) {
+		uint64_t u = v->store_unit + i;
+
+		if (u < c->base || u - c->base >= c->count)
+			continue;
+		if (v->piece_bytes)
+			c->pieces++;
+		else
+			c->units++;
+	}
+	return 0;
+}
+
+int cfs_ns_files_on(struct cfs_fs *fs, uint64_t unit_base, uint64_t unit_count, uint64_t **inos_out,
+		    unsigned *count, uint64_t *pieces)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	uint64_t *inos = NULL;
+	unsigned n = 0, cap = 0;
+	int ret = 0;
+
+	*pieces = 0;
+	pthread_rwlock_rdlock(&ns->lock);
+	for (struct cfs_inode *inode = table_next(ns, NULL); inode && !ret;
+	     inode = table_next(ns, inode)) {
+		struct units_in c = {unit_base, unit_count, 0, 0};
+
+		if (!is_reg(inode))
+			continue;
+		pthread_mutex_lock(&inode->lock);
+		if (inode->map)
+			ret = cfs_extent_for_each(inode->map, units_in_range, &c);
+		pthread_mutex_unlock(&inode->lock);
+		*pieces += c.pieces;
+		if (ret || !c.units)
+			continue;
+		if (n == cap) {
+			unsigned more_cap = cap ? 2 * cap : 16;
+			uint64_t *more = realloc(inos, more_cap * sizeof(*inos));
+
+			if (!more) {
+				ret = -ENOMEM;
+				break;
+			}
+			inos = more;
+			cap = more_cap;
+		}
+		inos[n++] = inode->ino;
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	if (ret) {
+		free(inos);
+		return ret;
+	}
+	*inos_out = inos;
+	*count = n;
+	return 0;
+}
+
+int cfs_ns_places_on(struct cfs_fs *fs, uint32_t store, uint64_t **inos_out, unsigned *count)
+{
+	struct cfs_ns *ns = ns_of(fs);
+	uint64_t *inos = NULL;
+	unsigned n = 0, cap = 0;
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&ns->lock);
+	for (struct cfs_inode *inode = table_next(ns, NULL); inode; inode = table_next(ns, inode)) {
+		bool placed;
+
+		pthread_mutex_lock(&inode->lock);
+		placed = inode->place.store == store && inode->place.from == CFS_STORE_NONE;
+		pthread_mutex_unlock(&inode->lock);
+		if (!placed)
+			continue;
+		if (n == cap) {
+			unsigned more_cap = cap ? 2 * cap : 16;
+			uint64_t *more = realloc(inos, more_cap * sizeof(*inos));
+
+			if (!more) {
+				ret = -ENOMEM;
+				break;
+			}
+			inos = more;
+			cap = more_cap;
+		}
+		inos[n++] = inode->ino;
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	if (ret) {
+		free(inos);
+		return ret;
+	}
+	*inos_out = inos;
+	*count = n;
+	return 0;
+}
+
 void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st)
 {
 	struct cfs_ns *ns = ns_of(fs);

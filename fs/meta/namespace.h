@@ -552,6 +552,15 @@ int cfs_ns_place_get(struct cfs_fs *fs, uint64_t ino, struct cfs_place *place);
  * -ENOSPC (metadata full). What a file's new placement means for its units
  * (a move) is move.c's. */
 int cfs_ns_place_set(struct cfs_fs *fs, uint64_t ino, const struct cfs_place *place);
+/* Regular files with whole units in pool units [unit_base, +unit_count)
+ * (a store being removed): their inode numbers (malloc'ed, the caller
+ * frees) and *pieces, the small-file pieces there (not moved). 0 or
+ * -ENOMEM. */
+int cfs_ns_files_on(struct cfs_fs *fs, uint64_t unit_base, uint64_t unit_count, uint64_t **inos_out,
+		    unsigned *count, uint64_t *pieces);
+/* Files and directories placed on `store` with no move in progress (their
+ * placement is dropped when the store is removed). 0 or -ENOMEM. */
+int cfs_ns_places_on(struct cfs_fs *fs, uint32_t store, uint64_t **inos_out, unsigned *count);
 /* The store a new unit of inode goes to now: its placement if that store is
  * active, else the store of its neighbouring or last unit, else the pool's
  * default. [inode lock] */

@@ -30,6 +30,7 @@
 struct pool_store {
 	uint32_t index;
 	_Atomic uint32_t state;
+	unsigned io_store; /* its index in the cfs_io */
 	uint64_t unit_base;
 	uint64_t unit_count;
 	uint64_t size_bytes;
@@ -509,6 +510,7 @@ int cfs_pool_create(const struct cfs_sb *sb0, const struct cfs_pool_source *sour
 			if (memcmp(sources[j].sb.uuid, e->uuid, CFS_UUID_BYTES))
 				continue;
 			s->size_bytes = sources[j].sb.store_size_bytes;
+			s->io_store = sources[j].io_store;
 			snprintf(s->source, sizeof(s->source), "%s", sources[j].path);
 		}
 		pool->store[pool->count++] = s;
@@ -544,6 +546,104 @@ void cfs_pool_destroy(struct cfs_pool *pool)
 		store_free(pool->store[i]);
 	pthread_rwlock_destroy(&pool->lock);
 	free(pool);
+}
+
+int cfs_pool_add_store(struct cfs_pool *pool, const struct cfs_store_entry *e, uint32_t state,
+		       unsigned io_store, uint64_t size_bytes, const char *source)
+{
+	struct pool_store *s;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&pool->lock);
+	if (pool->count == CFS_POOL_STORES_MAX) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	for (unsigned i = 0; i < pool->count; i++) {
+		const struct pool_store *o = pool->store[i];
+
+		if (o->index == e->index || !memcmp(o->uuid, e->uuid, CFS_UUID_BYTES) ||
+		    (e->label[0] && !strcmp(o->label, e->label)) ||
+		    (e->unit_base <= o->unit_base + o->unit_count &&
+		     o->unit_base <= e->unit_base + e->unit_count)) {
+			ret = -EEXIST;
+			goto out;
+		}
+	}
+	s = store_new(e->index, e->unit_base, e->unit_count);
+	if (!s) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	atomic_store(&s->state, state);
+	s->io_store = io_store;
+	s->size_bytes = size_bytes;
+	memcpy(s->uuid, e->uuid, CFS_UUID_BYTES);
+	memcpy(s->label, e->label, CFS_LABEL_BYTES);
+	snprintf(s->source, sizeof(s->source), "%s", source ? source : "");
+	/* Index order, as listings expect. */
+	{
+		unsigned at = pool->count;
+
+		while (at > 0 && pool->store[at - 1]->index > s->index) {
+			pool->store[at] = pool->store[at - 1];
+			at--;
+		}
+		pool->store[at] = s;
+		pool->count++;
+	}
+out:
+	pthread_rwlock_unlock(&pool->lock);
+	return ret;
+}
+
+/* [pool lock] */
+static struct pool_store *by_index(struct cfs_pool *pool, uint32_t index);
+
+int cfs_pool_set_state(struct cfs_pool *pool, uint32_t store, uint32_t state)
+{
+	struct pool_store *s;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	s = by_index(pool, store);
+	if (s)
+		atomic_store(&s->state, state);
+	pthread_rwlock_unlock(&pool->lock);
+	return s ? 0 : -ENOENT;
+}
+
+int cfs_pool_drop_store(struct cfs_pool *pool, uint32_t store)
+{
+	struct pool_store *s = NULL;
+	struct cfs_alloc_stat st;
+	unsigned i;
+	int ret = 0;
+
+	if (store == 0)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&pool->lock);
+	for (i = 0; i < pool->count; i++)
+		if (pool->store[i]->index == store)
+			s = pool->store[i];
+	if (!s) {
+		ret = -ENOENT;
+		goto out;
+	}
+	cfs_alloc_stat(s->alloc, &st);
+	if (st.used_units || st.busy_units) {
+		ret = -EBUSY;
+		goto out;
+	}
+	for (i = 0; pool->store[i] != s; i++)
+		;
+	memmove(&pool->store[i], &pool->store[i + 1], (pool->count - i - 1) * sizeof(s));
+	pool->count--;
+	if (atomic_load(&pool->default_store) == store)
+		atomic_store(&pool->default_store, CFS_STORE_NONE);
+	store_free(s);
+out:
+	pthread_rwlock_unlock(&pool->lock);
+	return ret;
 }
 
 unsigned cfs_pool_count(struct cfs_pool *pool)
@@ -840,6 +940,7 @@ static void info_of(const struct pool_store *s, struct cfs_pool_store_info *info
 {
 	info->index = s->index;
 	info->state = atomic_load(&s->state);
+	info->io_store = s->io_store;
 	info->unit_base = s->unit_base;
 	info->unit_count = s->unit_count;
 	info->size_bytes = s->size_bytes;

@@ -107,10 +107,17 @@ int cfs_pool_open_io(const char *const *paths, unsigned n, const struct cfs_io_c
 
 /* ---- the pool of a mount ------------------------------------------------------------ */
 
+/* A store being added online (in memory only, never in a table): routed,
+ * its superblocks written, its entry in store 0's table not yet durable, so
+ * no unit of it may be handed out (a crash would leave a map naming a store
+ * the pool does not have). */
+#define CFS_STORE_JOINING 0x100u
+
 /* A store as the rest of the daemon sees it. */
 struct cfs_pool_store_info {
 	uint32_t index;
-	uint32_t state; /* enum cfs_store_state */
+	uint32_t state;	   /* enum cfs_store_state, or CFS_STORE_JOINING */
+	unsigned io_store; /* its store in the cfs_io (routes) */
 	uint64_t unit_base;
 	uint64_t unit_count;
 	uint64_t size_bytes; /* the store's size (0 if unknown) */
@@ -130,6 +137,20 @@ int cfs_pool_create(const struct cfs_sb *sb0, const struct cfs_pool_source *sour
 /* A RAM mount's pool: one store of unit_count units, named "ram". */
 int cfs_pool_create_ram(uint64_t unit_count, struct cfs_pool **out);
 void cfs_pool_destroy(struct cfs_pool *pool);
+
+/*
+ * Stores added and removed while mounted (fs/fuse/storeop.c, fs/POOLS.md):
+ * add e (its index, units, uuid, label) in `state` with its own allocator,
+ * reached as store io_store of the cfs_io; -EEXIST (its index, uuid or
+ * label is taken, or its units touch another store's), -ENOSPC (the pool is
+ * full), -ENOMEM. set_state: -ENOENT. drop: the store leaves the pool;
+ * -EBUSY while any of its units is used or busy (or a piece is), -ENOENT,
+ * -EINVAL for store 0. Each takes the pool lock exclusively.
+ */
+int cfs_pool_add_store(struct cfs_pool *pool, const struct cfs_store_entry *e, uint32_t state,
+		       unsigned io_store, uint64_t size_bytes, const char *source);
+int cfs_pool_set_state(struct cfs_pool *pool, uint32_t store, uint32_t state);
+int cfs_pool_drop_store(struct cfs_pool *pool, uint32_t store);
 
 /* Stores in the pool now. */
 unsigned cfs_pool_count(struct cfs_pool *pool);

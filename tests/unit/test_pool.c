@@ -27,16 +27,16 @@ static void make_sb0(struct cfs_sb *sb)
 	memcpy(sb->pool_uuid, sb->uuid, CFS_UUID_BYTES);
 	sb->store_count = 3;
 	memcpy(sb->stores[0].uuid, sb->uuid, CFS_UUID_BYTES);
-	sb->stores[0] = (struct cfs_store_entry){.index = 0, .state = CFS_STORE_ACTIVE,
-						 .unit_base = 0, .unit_count = 100};
+	sb->stores[0] = (struct cfs_store_entry){
+		.index = 0, .state = CFS_STORE_ACTIVE, .unit_base = 0, .unit_count = 100};
 	memcpy(sb->stores[0].uuid, sb->uuid, CFS_UUID_BYTES);
 	strcpy(sb->stores[0].label, "ssd0");
-	sb->stores[1] = (struct cfs_store_entry){.index = 1, .state = CFS_STORE_ACTIVE,
-						 .unit_base = 101, .unit_count = 50};
+	sb->stores[1] = (struct cfs_store_entry){
+		.index = 1, .state = CFS_STORE_ACTIVE, .unit_base = 101, .unit_count = 50};
 	cfs_uuid_generate(sb->stores[1].uuid);
 	strcpy(sb->stores[1].label, "hdd0");
-	sb->stores[2] = (struct cfs_store_entry){.index = 3, .state = CFS_STORE_REMOVING,
-						 .unit_base = 200, .unit_count = 20};
+	sb->stores[2] = (struct cfs_store_entry){
+		.index = 3, .state = CFS_STORE_REMOVING, .unit_base = 200, .unit_count = 20};
 	cfs_uuid_generate(sb->stores[2].uuid);
 	cr_assert_eq(cfs_sb_validate(sb, &why), 0, "%s", why);
 }
@@ -259,4 +259,60 @@ Test(pool, a_single_store_with_a_stranger_is_refused)
 	cr_assert_eq(cfs_pool_check(src, 1, &zero, err, sizeof(err)), 0);
 	cr_assert_eq(cfs_pool_check(src, 2, &zero, err, sizeof(err)), -EINVAL);
 	cr_assert_not_null(strstr(err, "two separate stores"), "%s", err);
+}
+
+Test(pool, stores_added_and_dropped_while_mounted)
+{
+	struct cfs_store_entry e = {.index = 4, .unit_base = 300, .unit_count = 10};
+	struct cfs_pool_store_info info;
+	struct cfs_pool *pool;
+	struct cfs_sb sb;
+	uint64_t first, count;
+
+	make_sb0(&sb);
+	cr_assert_eq(cfs_pool_create(&sb, NULL, 0, &pool), 0);
+	cfs_uuid_generate(e.uuid);
+	strcpy(e.label, "new0");
+	cr_assert_eq(cfs_pool_add_store(pool, &e, CFS_STORE_JOINING, 7, 1u << 20, "/x"), 0);
+	cr_assert_eq(cfs_pool_count(pool), 4);
+	/* Listed in index order, with its cfs_io store. */
+	cr_assert_eq(cfs_pool_store_at(pool, 3, &info), 0);
+	cr_assert_eq(info.index, 4);
+	cr_assert_eq(info.io_store, 7);
+	cr_assert_eq(info.state, CFS_STORE_JOINING);
+	cr_assert_str_eq(info.source, "/x");
+	/* Joining: never the default, never given by placement. */
+	cr_assert_neq(cfs_pool_default_store(pool), 4);
+	cr_assert_eq(cfs_pool_find(pool, "new0", 4), 4);
+	/* Taken: index, uuid, label, or units touching another store's. */
+	e.index = 1;
+	cr_assert_eq(cfs_pool_add_store(pool, &e, CFS_STORE_ACTIVE, 8, 0, NULL), -EEXIST);
+	e.index = 5;
+	cr_assert_eq(cfs_pool_add_store(pool, &e, CFS_STORE_ACTIVE, 8, 0, NULL), -EEXIST);
+	cfs_uuid_generate(e.uuid);
+	cr_assert_eq(cfs_pool_add_store(pool, &e, CFS_STORE_ACTIVE, 8, 0, NULL), -EEXIST);
+	strcpy(e.label, "new1");
+	e.unit_base = 310; /* right after new0's last unit: touching */
+	cr_assert_eq(cfs_pool_add_store(pool, &e, CFS_STORE_ACTIVE, 8, 0, NULL), -EEXIST);
+	cr_assert_eq(cfs_pool_count(pool), 4);
+	/* Active: its units are pool units like any other. */
+	cr_assert_eq(cfs_pool_set_state(pool, 4, CFS_STORE_ACTIVE), 0);
+	cr_assert_eq(cfs_pool_set_state(pool, 9, CFS_STORE_ACTIVE), -ENOENT);
+	cr_assert_eq(cfs_pool_get(pool, 4, CFS_ALLOC_NO_HINT, 3, &first, &count), 0);
+	cr_assert_eq(first, 300);
+	cr_assert_eq(cfs_pool_store_of(pool, 302), 4);
+	/* Dropped only when none of its units is used or busy; never store 0. */
+	cr_assert_eq(cfs_pool_drop_store(pool, 4), -EBUSY);
+	cfs_pool_free(pool, 300, 3, 5);
+	cr_assert_eq(cfs_pool_drop_store(pool, 4), -EBUSY); /* busy until durable */
+	cfs_pool_commit_done(pool, 5, NULL, NULL);
+	cfs_pool_set_default(pool, 4);
+	cr_assert_eq(cfs_pool_drop_store(pool, 4), 0);
+	cr_assert_eq(cfs_pool_drop_store(pool, 4), -ENOENT);
+	cr_assert_eq(cfs_pool_drop_store(pool, 0), -EINVAL);
+	cr_assert_eq(cfs_pool_count(pool), 3);
+	cr_assert_eq(cfs_pool_store_of(pool, 302), CFS_STORE_NONE);
+	cr_assert_eq(cfs_pool_find(pool, "new0", 4), CFS_STORE_NONE);
+	cr_assert_neq(cfs_pool_default_store(pool), 4);
+	cfs_pool_destroy(pool);
 }
