@@ -7,6 +7,8 @@
  *   mount.chunkfs SOURCE MOUNTPOINT [-sfnv] [-o opts]        (mount(8) helper)
  *   chunkfs stat [...]            statistics of mounted chunks (fs/stats/statcmd.c)
  *   chunkfs move [...]            move a chunk to another store (fs/fuse/movecmd.c)
+ *   chunkfs store [...]           add or remove a store of a mounted pool
+ *                                 (fs/fuse/storecmd.c)
  *
  * The sequence (fs/DAEMON.md, "Mount, daemonizing, exit"):
  *   1. parse and check every option (usage errors exit 1);
@@ -72,6 +74,8 @@
 #include "fs/fuse/killpriv.h"
 #include "fs/fuse/move.h"
 #include "fs/fuse/movecmd.h"
+#include "fs/fuse/storecmd.h"
+#include "fs/fuse/storeop.h"
 #include "fs/fuse/tmpfile.h"
 #include "fs/stats/statcmd.h"
 #include "fs/fuse/transport_uring.h"
@@ -182,6 +186,8 @@ static void usage(FILE *f, const char *prog)
 		"                    [MOUNTPOINT | CHUNK ...]\n"
 		"       chunkfs move [--wait | --no-wait] [--rate RATE] CHUNK STORE\n"
 		"       chunkfs move --pause | --resume | --cancel | --status CHUNK\n"
+		"       chunkfs store add DIR SOURCE [-L LABEL]\n"
+		"       chunkfs store remove [--wait | --no-wait] [--rate RATE] DIR STORE\n"
 		"\n"
 		"SOURCE is a block device or image file formatted by mkchunkfs, or a Ceph\n"
 		"RBD image, rbd:POOL/IMAGE or rbd:POOL/NAMESPACE/IMAGE.\n"
@@ -1391,6 +1397,9 @@ int main(int argc, char **argv)
 	/* `chunkfs move ...`: a client of user.chunkfs.move (fs/fuse/movecmd.c). */
 	if (argc >= 2 && strcmp(argv[1], "move") == 0 && strncmp(base_name(argv[0]), "mount.", 6))
 		return cfs_movecmd_main(argc - 1, argv + 1);
+	/* `chunkfs store ...`: a client of user.chunkfs.stores (fs/fuse/storecmd.c). */
+	if (argc >= 2 && strcmp(argv[1], "store") == 0 && strncmp(base_name(argv[0]), "mount.", 6))
+		return cfs_storecmd_main(argc - 1, argv + 1);
 	fuse_set_log_func(log_func);
 	if (parse_args(&o, argc, argv))
 		return EXIT_USAGE;
@@ -1510,6 +1519,23 @@ int main(int argc, char **argv)
 		request_stop();
 		goto out_join;
 	}
+	/* The store locks go with the stores: a removed store is unlocked. */
+	for (unsigned i = 0; i < source_count && !o.ram; i++) {
+		for (unsigned j = 0; j < source_count; j++) {
+			if (pool_sources[j].path != source_paths[i])
+				continue;
+			cfs_storeop_adopt_lock(pool_sources[j].io_store, lock_fd[2 * i],
+					       lock_fd[2 * i + 1]);
+			lock_fd[2 * i] = lock_fd[2 * i + 1] = -1;
+		}
+	}
+	/* After the mover: a removal left in store 0's table goes on. */
+	ret = cfs_storeop_start(d);
+	if (ret) {
+		say("cannot resume the removal of a store: %s\n", strerror(-ret));
+		request_stop();
+		goto out_join;
+	}
 	/* Mounted: the terminal is released first, so this line goes to
 	 * syslog (or to stderr with -f). */
 	detach_finish();
@@ -1530,7 +1556,8 @@ int main(int argc, char **argv)
 out_join:
 	/* Before the loops finish: writes parked behind its guard go once it
 	 * stops (between two steps; the placement record resumes the move at
-	 * the next mount). */
+	 * the next mount). The removal of a store first: it asks the mover. */
+	cfs_storeop_stop();
 	cfs_mover_stop();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
@@ -1605,6 +1632,7 @@ out_unlock:
 	for (unsigned i = 0; i < 2 * CFS_POOL_STORES_MAX; i++)
 		if (lock_fd[i] >= 0)
 			close(lock_fd[i]);
+	cfs_storeop_unlock();
 out:
 	if (log_sink == LOG_TO_SYSLOG)
 		closelog();

@@ -11,7 +11,11 @@
  *                        root: the pool's default. setxattr places a
  *                        directory or the root, and moves a chunk.
  *   user.chunkfs.stores  the root: one line per store (label, index, state,
- *                        sizes, the source it was mounted from).
+ *                        sizes, what a removal has left, the source it was
+ *                        mounted from). root sets "add [label=LABEL] SOURCE"
+ *                        or "remove [rate=RATE] STORE" (fs/fuse/storeop.h).
+ *   user.chunkfs.stores.why  the root: why the caller's last store request
+ *                        was refused, or how its removal stopped.
  *   user.chunkfs.move    a chunk: its move's progress (fs/fuse/move.h); set
  *                        "to=STORE [rate=BYTES]", "rate=BYTES", "pause",
  *                        "resume" or "cancel" (rates take K, M, G, T: powers
@@ -28,8 +32,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs/base/text.h"
 #include "fs/fuse/move.h"
 #include "fs/fuse/store_xattr.h"
+#include "fs/fuse/storeop.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
 #include "fs/meta/pool.h"
@@ -38,10 +44,10 @@
 #define FS() (cfs_daemon.fs)
 #define TEXT_MAX (CFS_POOL_STORES_MAX * 512u)
 
-enum name_id { NAME_STORE = 1, NAME_STORES, NAME_MOVE };
+enum name_id { NAME_STORE = 1, NAME_STORES, NAME_MOVE, NAME_STORES_WHY };
 
 /* Stable addresses for the probe cache's key. */
-static const char key_store, key_stores, key_move;
+static const char key_store, key_stores, key_move, key_why;
 
 static enum name_id name_of(const char *name)
 {
@@ -54,6 +60,8 @@ static enum name_id name_of(const char *name)
 		return NAME_STORES;
 	if (!strcmp(name, "move"))
 		return NAME_MOVE;
+	if (!strcmp(name, "stores.why"))
+		return NAME_STORES_WHY;
 	return 0;
 }
 
@@ -124,7 +132,9 @@ static int render_chunk_store(fuse_ino_t ino, char *text, size_t max, size_t *n)
 
 static const char *state_name(uint32_t state)
 {
-	return state == CFS_STORE_REMOVING ? "removing" : "active";
+	return state == CFS_STORE_REMOVING  ? "removing"
+	       : state == CFS_STORE_JOINING ? "joining"
+					    : "active";
 }
 
 static size_t render_stores(char *text, size_t max)
@@ -134,23 +144,24 @@ static size_t render_stores(char *text, size_t max)
 	size_t n = 0;
 
 	for (unsigned i = 0; cfs_pool_store_at(FS()->pool, i, &info) == 0; i++) {
-		char label[CFS_LABEL_BYTES + 16];
+		char label[CFS_LABEL_BYTES + 16], removal[96];
 
 		store_name(info.index, label, sizeof(label));
+		cfs_storeop_render(info.index, removal, sizeof(removal));
 		n += (size_t)snprintf(text + n, n < max ? max - n : 0,
 				      "%s index=%" PRIu32 " state=%s size=%" PRIu64 " data=%" PRIu64
 				      " used=%" PRIu64 " free=%" PRIu64 " busy=%" PRIu64
-				      " source=%s\n",
+				      "%s source=%s\n",
 				      label, info.index, state_name(info.state), info.size_bytes,
 				      info.space.total_units * unit, info.space.used_units * unit,
 				      info.space.free_units * unit, info.space.busy_units * unit,
-				      info.source[0] ? info.source : "-");
+				      removal, info.source[0] ? info.source : "-");
 	}
 	return n;
 }
 
 /* The value of name for ino into text; -ENODATA when it has none. */
-static int render(enum name_id id, fuse_ino_t ino, char *text, size_t max, size_t *n)
+static int render(enum name_id id, fuse_ino_t ino, pid_t pid, char *text, size_t max, size_t *n)
 {
 	struct cfs_ns_stat_view nv;
 	struct cfs_place place;
@@ -165,6 +176,12 @@ static int render(enum name_id id, fuse_ino_t ino, char *text, size_t max, size_
 			return -ENODATA;
 		*n = render_stores(text, max);
 		return 0;
+	}
+	if (id == NAME_STORES_WHY) {
+		if (ino != CFS_ROOT_INO)
+			return -ENODATA;
+		*n = cfs_storeop_why(pid, text, max);
+		return *n ? 0 : -ENODATA;
 	}
 	if (id == NAME_MOVE) {
 		if (!S_ISREG(nv.mode))
@@ -203,7 +220,8 @@ void cfs_store_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	struct cfs_cs_probe_key key = {(uint64_t)fuse_req_ctx(req)->pid, ino,
 				       (uint64_t)(uintptr_t)(id == NAME_STORE	 ? &key_store
 							     : id == NAME_STORES ? &key_stores
-										 : &key_move)};
+							     : id == NAME_MOVE	 ? &key_move
+										 : &key_why)};
 	char *text = malloc(TEXT_MAX);
 	size_t n = 0;
 	ssize_t cached;
@@ -221,7 +239,7 @@ void cfs_store_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 			goto out;
 		}
 	}
-	ret = render(id, ino, text, TEXT_MAX, &n);
+	ret = render(id, ino, fuse_req_ctx(req)->pid, text, TEXT_MAX, &n);
 	if (ret) {
 		cfs_reply_err(req, ret);
 	} else if (n >= TEXT_MAX) {
@@ -266,55 +284,6 @@ static uint32_t parse_store(const char *value, size_t size)
 	return cfs_pool_find(FS()->pool, value, size);
 }
 
-/* "200M" and the like: bytes (K, M, G, T are powers of 1024). False when it
- * is not a number. */
-static bool parse_bytes(const char *text, size_t length, uint64_t *out)
-{
-	char buf[32];
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (length == 0 || length >= sizeof(buf))
-		return false;
-	memcpy(buf, text, length);
-	buf[length] = 0;
-	errno = 0;
-	v = strtoull(buf, &end, 10);
-	if (errno || end == buf || buf[0] == '-')
-		return false;
-	switch (*end) {
-	case 0:
-		break;
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		end++;
-		break;
-	default:
-		return false;
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
-}
-
 /* user.chunkfs.move: "to=STORE [rate=BYTES]", "rate=BYTES", "pause",
  * "resume", "cancel" (words separated by spaces; a final newline is fine).
  * -EINVAL for anything else. */
@@ -345,7 +314,7 @@ static int set_move(fuse_ino_t ino, const char *value, size_t size)
 				return -EINVAL; /* no such store */
 			has_to = true;
 		} else if (n > 5 && !memcmp(w, "rate=", 5)) {
-			if (!parse_bytes(w + 5, n - 5, &rate))
+			if (!cfs_text_parse_bytes(w + 5, n - 5, &rate))
 				return -EINVAL;
 			has_rate = true;
 		} else if (n) {
@@ -380,8 +349,16 @@ int cfs_store_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	uint32_t store, mode;
 	int ret;
 
+	if (id == NAME_STORES) {
+		/* Adding and removing stores: root, on the mount root. */
+		if (ino != CFS_ROOT_INO)
+			return -EOPNOTSUPP;
+		if (fuse_req_ctx(req)->uid != 0)
+			return -EPERM;
+		return cfs_storeop_request(fuse_req_ctx(req)->pid, value, size);
+	}
 	if (id != NAME_STORE && id != NAME_MOVE)
-		return -EOPNOTSUPP; /* .stores is read-only */
+		return -EOPNOTSUPP;
 	ret = may_place(req, ino, &mode);
 	if (ret)
 		return ret;

@@ -3,7 +3,8 @@
  * store_xattr.h — the pool's names among the user.chunkfs.* xattrs
  * (fs/POOLS.md): where a chunk is and where new files go
  * (user.chunkfs.store), the stores of the pool (user.chunkfs.stores on the
- * mount root), a chunk's move (user.chunkfs.move). xattr.c hands these
+ * mount root; setting it adds or removes a store: fs/fuse/storeop.h), a
+ * chunk's move (user.chunkfs.move). xattr.c hands these
  * names here before it looks at the statistics.
  *
  * Called from loop threads. Reading takes the namespace's locks as getattr
@@ -18,7 +19,7 @@
 
 #include "fs/fuse/daemon.h"
 
-/* True for user.chunkfs.store, .stores and .move. */
+/* True for user.chunkfs.store, .stores, .stores.why and .move. */
 bool cfs_store_xattr_is(const char *name);
 /* getxattr: always replies (size probe, ERANGE, ENODATA as xattr.c). */
 void cfs_store_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
