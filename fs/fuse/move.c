@@ -647,7 +647,11 @@ static void run_move(struct move *m)
 		set_state(m, MS_QUEUED, 0); /* the next mount resumes it */
 		break;
 	case PAUSING:
-		set_state(m, MS_PAUSED, 0);
+		/* A resume or cancel that came while this unit finished saw the
+		 * move running and left it to us: go on instead of pausing. */
+		pthread_mutex_lock(&mv.lock);
+		m->state = m->want_pause && !m->want_cancel ? MS_PAUSED : MS_QUEUED;
+		pthread_mutex_unlock(&mv.lock);
 		break;
 	case CANCELLING:
 		/* Back where it came from: the same walk the other way. */
