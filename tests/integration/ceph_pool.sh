@@ -10,6 +10,7 @@
 # the other order and verify again, kill -9 after an fsync and a remount
 # with the fsynced file on the RBD store; a pool whose first store is the
 # RBD image refused, nothing written.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 cfs_require_fuse

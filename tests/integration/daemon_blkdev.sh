@@ -9,6 +9,7 @@
 # daemon's answer and the daemon exits; kill -9 during a write+fsync load,
 # the dead mount cleared, remount and check; and what blkdev refuses, with
 # the reason: an image file, a pool, fsname=, a RAM mount, a device in use.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd python3 losetup mkfs.ext4

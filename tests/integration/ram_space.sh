@@ -8,6 +8,7 @@
 # The mount runs with commit_interval=3600 so that the committer's timer
 # cannot return the memory for us by chance: only the wakeup that ops.c
 # gives it after a freeing operation can, within the 3 s we wait.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ram.sh"
 cfs_require_fuse

@@ -6,6 +6,7 @@
 # from its memory, a hole, an unaligned buffered write, fsync, a punched
 # hole); then what only a RAM mount refuses: misaligned O_DIRECT and ENOSPC
 # at its size, each counted in the chunk's statistics.
+# make check-asan: once
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ram.sh"
 cfs_require_fuse
