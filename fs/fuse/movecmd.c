@@ -36,13 +36,13 @@ static void usage(FILE *f)
 }
 
 /* A field of the progress text ("done=123"): its value, or "". */
-static void field(const char *text, const char *name, char *out, size_t out_bytes)
+void cfs_cmd_field(const char *text, const char *name, char *out, size_t out_bytes)
 {
 	size_t n = strlen(name);
-	const char *p = text;
+	const char *end = strchr(text, '\n');
 
 	out[0] = 0;
-	while ((p = strstr(p, name))) {
+	for (const char *p = text; (p = strstr(p, name)) && (!end || p < end); p += n) {
 		if ((p == text || p[-1] == ' ') && p[n] == '=') {
 			size_t len = strcspn(p + n + 1, " \n");
 
@@ -52,7 +52,6 @@ static void field(const char *text, const char *name, char *out, size_t out_byte
 			out[len] = 0;
 			return;
 		}
-		p += n;
 	}
 }
 
@@ -60,7 +59,7 @@ static uint64_t field_u64(const char *text, const char *name)
 {
 	char v[32];
 
-	field(text, name, v, sizeof(v));
+	cfs_cmd_field(text, name, v, sizeof(v));
 	return strtoull(v, NULL, 10);
 }
 
@@ -74,7 +73,7 @@ static int read_progress(const char *chunk, char *text, size_t bytes)
 	return 0;
 }
 
-static void human(uint64_t bytes, char *out, size_t out_bytes)
+void cfs_cmd_human(uint64_t bytes, char *out, size_t out_bytes)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
 	double v = (double)bytes;
@@ -87,8 +86,7 @@ static void human(uint64_t bytes, char *out, size_t out_bytes)
 	snprintf(out, out_bytes, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-/* The root of the mount holding path (where user.chunkfs.stores is). */
-static bool mount_root(const char *path, char *root, size_t root_bytes)
+bool cfs_cmd_mount_root(const char *path, char *root, size_t root_bytes)
 {
 	char cur[PATH_MAX], up[PATH_MAX];
 	struct stat st, st_up;
@@ -114,7 +112,7 @@ static void explain_nospace(const char *chunk, const char *store)
 	ssize_t n;
 	const char *line = NULL;
 
-	if (!mount_root(chunk, root, sizeof(root)) || stat(chunk, &st))
+	if (!cfs_cmd_mount_root(chunk, root, sizeof(root)) || stat(chunk, &st))
 		goto plain;
 	n = getxattr(root, "user.chunkfs.stores", stores, sizeof(stores) - 1);
 	if (n < 0)
@@ -130,9 +128,9 @@ static void explain_nospace(const char *chunk, const char *store)
 	}
 	if (!line)
 		goto plain;
-	field(line, "free", v, sizeof(v));
-	human(strtoull(v, NULL, 10), free_h, sizeof(free_h));
-	human((uint64_t)st.st_blocks * 512, need_h, sizeof(need_h));
+	cfs_cmd_field(line, "free", v, sizeof(v));
+	cfs_cmd_human(strtoull(v, NULL, 10), free_h, sizeof(free_h));
+	cfs_cmd_human((uint64_t)st.st_blocks * 512, need_h, sizeof(need_h));
 	fprintf(stderr,
 		"chunkfs move: %s: not enough room on %s: it has %s free, the chunk needs up to "
 		"%s; nothing was changed\n",
@@ -200,13 +198,13 @@ static int wait_move(const char *chunk, const char *to)
 
 		if (ret)
 			return refuse(chunk, to, -ret);
-		field(text, "state", state, sizeof(state));
-		field(text, "to", dst, sizeof(dst));
+		cfs_cmd_field(text, "state", state, sizeof(state));
+		cfs_cmd_field(text, "to", dst, sizeof(dst));
 		done = field_u64(text, "done");
 		total = field_u64(text, "total");
-		human(done, done_h, sizeof(done_h));
-		human(total, total_h, sizeof(total_h));
-		human(field_u64(text, "rate"), rate_h, sizeof(rate_h));
+		cfs_cmd_human(done, done_h, sizeof(done_h));
+		cfs_cmd_human(total, total_h, sizeof(total_h));
+		cfs_cmd_human(field_u64(text, "rate"), rate_h, sizeof(rate_h));
 		if (!strcmp(state, "done") || !strcmp(state, "none")) {
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			if (shown)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fs/fuse/storecmd.h"
+#include "fs/fuse/movecmd.h"
 
 #define STORES_XATTR "user.chunkfs.stores"
 #define WHY_XATTR "user.chunkfs.stores.why"
@@ -41,25 +42,6 @@ static void usage(FILE *f)
 		   "       chunkfs store list DIR\n"
 		   "DIR: the pool's mount; SOURCE: a block device or image file; STORE: a label\n"
 		   "or index; RATE: bytes per second, with K, M, G or T (powers of 1024)\n");
-}
-
-/* The root of the mount holding path. */
-static bool mount_root(const char *path, char *root, size_t root_bytes)
-{
-	char cur[PATH_MAX], up[PATH_MAX];
-	struct stat st, st_up;
-
-	if (!realpath(path, cur) || stat(cur, &st))
-		return false;
-	for (;;) {
-		snprintf(up, sizeof(up), "%s", cur);
-		dirname(up);
-		if (!strcmp(up, cur) || stat(up, &st_up) || st_up.st_dev != st.st_dev)
-			break;
-		snprintf(cur, sizeof(cur), "%s", up);
-	}
-	snprintf(root, root_bytes, "%s", cur);
-	return true;
 }
 
 static int read_stores(const char *root, char *text, size_t bytes)
@@ -92,38 +74,6 @@ static const char *store_line(const char *listing, const char *name)
 }
 
 /* A field of a listing line ("left=123"): its value, or "". */
-static void field(const char *line, const char *name, char *out, size_t out_bytes)
-{
-	size_t n = strlen(name);
-	const char *end = strchr(line, '\n');
-
-	out[0] = 0;
-	for (const char *p = line; (p = strstr(p, name)) && (!end || p < end); p += n) {
-		if (p[-1] == ' ' && p[n] == '=') {
-			size_t len = strcspn(p + n + 1, " \n");
-
-			if (len >= out_bytes)
-				len = out_bytes - 1;
-			memcpy(out, p + n + 1, len);
-			out[len] = 0;
-			return;
-		}
-	}
-}
-
-static void human(uint64_t bytes, char *out, size_t out_bytes)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = (double)bytes;
-	unsigned u = 0;
-
-	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, out_bytes, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
 /* Say why the daemon refused (or stopped): its sentence, else errno's. */
 static int refuse(const char *verb, const char *root, int err)
 {
@@ -177,9 +127,9 @@ static int cmd_add(const char *root, const char *source, const char *label)
 		return refuse("add", root, errno);
 	if (read_stores(root, listing, sizeof(listing)) == 0 &&
 	    (line = label ? store_line(listing, label) : NULL)) {
-		field(line, "data", v, sizeof(v));
-		human(strtoull(v, NULL, 10), size_h, sizeof(size_h));
-		field(line, "index", v, sizeof(v));
+		cfs_cmd_field(line, "data", v, sizeof(v));
+		cfs_cmd_human(strtoull(v, NULL, 10), size_h, sizeof(size_h));
+		cfs_cmd_field(line, "index", v, sizeof(v));
 		printf("added %s to the pool on %s: store %s (index %s), %s of data\n", path, root,
 		       label, v, size_h);
 	} else {
@@ -222,7 +172,7 @@ static int cmd_remove(const char *root, const char *store, const char *rate, boo
 				       (double)(t.tv_nsec - t0.tv_nsec) / 1e9);
 			return 0;
 		}
-		field(line, "stopped", stopped, sizeof(stopped));
+		cfs_cmd_field(line, "stopped", stopped, sizeof(stopped));
 		if (stopped[0]) {
 			char why[1024];
 			ssize_t n = getxattr(root, WHY_XATTR, why, sizeof(why) - 1);
@@ -242,9 +192,9 @@ static int cmd_remove(const char *root, const char *store, const char *rate, boo
 				store);
 			return 1;
 		}
-		field(line, "left", left, sizeof(left));
+		cfs_cmd_field(line, "left", left, sizeof(left));
 		if (tty) {
-			human(strtoull(left, NULL, 10), left_h, sizeof(left_h));
+			cfs_cmd_human(strtoull(left, NULL, 10), left_h, sizeof(left_h));
 			printf("\rremoving %s: %s left to move   ", store, left_h);
 			fflush(stdout);
 			shown = true;
@@ -307,7 +257,7 @@ int cfs_storecmd_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!mount_root(argv[optind], root, sizeof(root))) {
+	if (!cfs_cmd_mount_root(argv[optind], root, sizeof(root))) {
 		fprintf(stderr, "chunkfs store %s: %s: %s\n", verb, argv[optind], strerror(errno));
 		return 1;
 	}
