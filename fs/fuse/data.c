@@ -271,7 +271,9 @@ static struct ctx *ctx_get(struct cfs_loop *l)
 	return c;
 }
 
-static void ctx_put(struct cfs_loop *l, struct ctx *c)
+/* Give c's buffer back to where it came from: the arena, the heap, or (a
+ * FUSE-over-io_uring reply payload) nobody, the ring entry keeps it. */
+static void ctx_buf_release(struct cfs_loop *l, struct ctx *c)
 {
 	if (c->buf) {
 		if (c->buf_ring)
@@ -282,6 +284,13 @@ static void ctx_put(struct cfs_loop *l, struct ctx *c)
 			cfs_ioq_buf_put(l->q, c->buf);
 		c->buf = NULL;
 	}
+	c->buf_heap = false;
+	c->buf_ring = false;
+}
+
+static void ctx_put(struct cfs_loop *l, struct ctx *c)
+{
+	ctx_buf_release(l, c);
 	c->inode = NULL;
 	c->req = NULL;
 	c->ram_reply = NULL;
@@ -340,7 +349,11 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	c->grow_noted = false;
 	c->grow_absorb = false;
 	c->guard_counted = false;
+	/* A context's buffer flags describe its last request's buffer until
+	 * reset: a held flush that sets buf by hand must not inherit them. */
 	c->buf = NULL;
+	c->buf_heap = false;
+	c->buf_ring = false;
 	c->nparts = 0;
 	atomic_store_explicit(&c->error, 0, memory_order_relaxed);
 	c->attr.ino = 0;
@@ -2078,11 +2091,7 @@ static bool read_snap(struct cfs_loop *l, struct ctx *c)
 	if (wait) {
 		/* Start over from admit(), which waits for that flush. */
 		c->snap_n = 0;
-		if (c->buf_heap)
-			free(c->buf);
-		else
-			cfs_ioq_buf_put(l->q, c->buf);
-		c->buf = NULL;
+		ctx_buf_release(l, c);
 		park(l, c);
 		return false;
 	}
