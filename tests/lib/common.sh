@@ -40,6 +40,15 @@ _cfs_run_cleanups() {
 	for ((i = ${#_cfs_cleanups[@]} - 1; i >= 0; i--)); do
 		eval "${_cfs_cleanups[$i]}" >/dev/null 2>&1
 	done
+	# A failed test: the daemons' last words (a crash, a sanitizer report)
+	# go into its log before the work dir, and their logs, are removed.
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+		for i in "$CFS_WORK"/chunkfs-*.log; do
+			[ -s "$i" ] || continue
+			echo "# last lines of ${i##*/}:" >&2
+			tail -n 40 "$i" >&2
+		done
+	fi
 	rm -rf "$CFS_WORK"
 	exit $rc
 }
