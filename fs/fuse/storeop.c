@@ -251,7 +251,8 @@ static int reroute(unsigned drop_store, const struct cfs_io_route *add, unsigned
 			routes[kept++] = routes[i];
 	if (kept + n_add > CFS_IO_ROUTES_MAX)
 		return -ENOSPC;
-	memcpy(&routes[kept], add, n_add * sizeof(*add));
+	if (n_add) /* add may be NULL then: memcpy's arguments must not */
+		memcpy(&routes[kept], add, n_add * sizeof(*add));
 	return cfs_io_set_routes(so.d->io, routes, kept + n_add);
 }
 
