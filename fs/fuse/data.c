@@ -128,6 +128,7 @@ struct ctx {
 	struct cfs_loop *owner;
 	fuse_req_t req;
 	struct cfs_inode *inode; /* holds an I/O reference while set */
+	unsigned io_gen;	 /* that reference's generation (cfs_ns_io_end) */
 	struct cfs_extent_map *map;
 	struct cfs_chunk_stats *stats;
 	uint8_t op;
@@ -360,7 +361,7 @@ static struct ctx *ctx_start(struct cfs_loop *l, fuse_req_t req, struct cfs_inod
 	/* Only the statistics use the start time. */
 	c->start_ns = CFS_STATS_ENABLED ? cfs_now_ns() : 0;
 	if (inode)
-		cfs_ns_io_begin(inode);
+		c->io_gen = cfs_ns_io_begin(inode);
 	if (op == OP_READ || op == OP_WRITE)
 		cfs_cs_request_begin(c->stats);
 	return c;
@@ -592,7 +593,7 @@ static void held_list(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_he
 	blk->timer_inode = inode;
 	blk->timer_next = l->held_timers;
 	l->held_timers = blk;
-	cfs_ns_io_begin(inode);
+	blk->timer_io_gen = cfs_ns_io_begin(inode);
 	if (blk->due_ns < l->held_due_ns)
 		l->held_due_ns = blk->due_ns;
 }
@@ -1060,7 +1061,7 @@ static void then_go(struct cfs_loop *l, struct ctx *c)
 		cfs_reply_err(c->req, err); /* its piece could not grow */
 	else
 		c->then_fn(c->req, c->inode, c->then_args);
-	cfs_ns_io_end(l->d->fs, c->inode);
+	cfs_ns_io_end(l->d->fs, c->inode, c->io_gen);
 	ctx_put(l, c);
 }
 
@@ -1274,7 +1275,7 @@ static void held_flushed(struct cfs_loop *l, struct ctx *c, int err)
 		return;
 	}
 	store_write_end(l, c);
-	cfs_ns_io_end(l->d->fs, inode);
+	cfs_ns_io_end(l->d->fs, inode, c->io_gen);
 	ctx_put(l, c);
 }
 
@@ -1355,7 +1356,7 @@ static void held_filled(struct cfs_loop *l, struct ctx *c, int err)
 			cfs_cs_request_done(c->stats, CFS_IO_WRITE, err, 0,
 					    cfs_now_ns() - c->start_ns, CFS_CS_RMW);
 			cfs_reply_err(c->req, err);
-			cfs_ns_io_end(l->d->fs, inode);
+			cfs_ns_io_end(l->d->fs, inode, c->io_gen);
 			ctx_put(l, c);
 			return;
 		}
@@ -1389,7 +1390,7 @@ static void held_filled(struct cfs_loop *l, struct ctx *c, int err)
 	cfs_cs_request_done(c->stats, CFS_IO_WRITE, 0, c->length_bytes, cfs_now_ns() - c->start_ns,
 			    CFS_CS_RMW);
 	fuse_reply_write(c->req, c->length_bytes);
-	cfs_ns_io_end(l->d->fs, inode);
+	cfs_ns_io_end(l->d->fs, inode, c->io_gen);
 	ctx_put(l, c);
 }
 
@@ -1414,7 +1415,7 @@ static void read_answer(struct cfs_fs *fs, struct ctx *c)
 	int err = atomic_load_explicit(&c->error, memory_order_acquire);
 
 	charge(c, err);
-	cfs_ns_io_end(fs, c->inode);
+	cfs_ns_io_end(fs, c->inode, c->io_gen);
 	if (err) {
 		cfs_reply_err(c->req, err);
 		return;
@@ -1458,7 +1459,7 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 		/* From the store itself: the units must stay this file's until
 		 * the kernel has copied them, so io_end after the reply. */
 		fuse_reply_buf(c->req, c->ram_reply, c->length_bytes);
-		cfs_ns_io_end(fs, c->inode);
+		cfs_ns_io_end(fs, c->inode, c->io_gen);
 		ctx_put(l, c);
 		return;
 	}
@@ -1469,13 +1470,13 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c)
 	if (c->answered) {
 		/* Write-behind: answered when queued; now it is on the store
 		 * (or its error is the next fsync's). */
-		cfs_ns_io_end(fs, c->inode);
+		cfs_ns_io_end(fs, c->inode, c->io_gen);
 		ctx_put(l, c);
 		return;
 	}
 	/* The last mark_written is done: the units may go. */
 	if (c->inode)
-		cfs_ns_io_end(fs, c->inode);
+		cfs_ns_io_end(fs, c->inode, c->io_gen);
 
 	if (err) {
 		cfs_reply_err(c->req, err);
@@ -2004,7 +2005,7 @@ static void read_go(struct cfs_loop *l, struct ctx *c)
 	if (offset >= file_size || size == 0) {
 		/* At or past the end: an empty reply (the EOF of a sequential
 		 * reader, not a short read). */
-		cfs_ns_io_end(l->d->fs, inode);
+		cfs_ns_io_end(l->d->fs, inode, c->io_gen);
 		cfs_cs_request_done(c->stats, CFS_IO_READ, 0, 0, cfs_now_ns() - c->start_ns,
 				    CFS_CS_INFLIGHT);
 		c->inode = NULL;
@@ -2382,7 +2383,7 @@ static void grown_absorb(struct cfs_loop *l, struct ctx *c)
 	memcpy(data, c->buf + (offset - c->base_bytes), size);
 	guard_leave(c);
 	cfs_cs_request_end(c->stats);
-	cfs_ns_io_end(l->d->fs, inode);
+	cfs_ns_io_end(l->d->fs, inode, c->io_gen);
 	ctx_put(l, c);
 	ret = cfs_data_write(req, inode, file_flags, data, size, offset);
 	if (ret)
@@ -2425,6 +2426,7 @@ int cfs_data_zero(fuse_req_t req, const struct cfs_ns_zero *zero, const struct c
 	 * must not take another; ctx_finish drops this one. */
 	c = ctx_start(l, req, NULL, OP_ZERO);
 	c->inode = zero->inode;
+	c->io_gen = zero->io_gen;
 	/* Counted since the namespace computed where the zeros go. */
 	c->store_counted = zero->inode != NULL;
 	c->map = zero->inode ? zero->inode->map : NULL;
@@ -2556,6 +2558,7 @@ static void held_timers_run(struct cfs_loop *l)
 		struct cfs_inode *inode = blk->timer_inode;
 		struct held_launch go = {.n = 0};
 		bool keep = false;
+		unsigned io_gen;
 
 		pthread_mutex_lock(&inode->lock);
 		if (blk->state == CFS_HELD_LIVE && cfs_held_dirty(blk)) {
@@ -2575,11 +2578,13 @@ static void held_timers_run(struct cfs_loop *l)
 			blk->listed = false;
 			blk->timer_next = NULL;
 		}
+		/* Read under the lock: once unlocked, blk may be listed again. */
+		io_gen = blk->timer_io_gen;
 		held_mirror(inode);
 		pthread_mutex_unlock(&inode->lock);
 		held_launch(l, &go);
 		if (!keep)
-			cfs_ns_io_end(l->d->fs, inode); /* held_list's reference */
+			cfs_ns_io_end(l->d->fs, inode, io_gen); /* held_list's reference */
 	}
 	l->held_due_ns = next;
 }

@@ -13,8 +13,9 @@
  *   - Records are appended after the state changed, under the lock of what
  *     they describe, one transaction per operation, carrying absolute state.
  *   - Units unmapped while the inode has I/O references are freed only when
- *     the references are gone (deferred list), so a late write never lands in
- *     a unit another file owns.
+ *     the references taken before the unmap are gone (deferred list, two
+ *     generations of references), so a late write never lands in a unit
+ *     another file owns, and a file that is never idle still frees space.
  *
  * What it does not do: data I/O (zeroing partial sectors is reported to the
  * caller), permission checks (the kernel's default_permissions), FUSE.
@@ -92,6 +93,8 @@ struct cfs_deferred {
 	uint64_t seq;
 	uint32_t piece_offset_bytes; /* a piece of first_unit (count 1) */
 	uint32_t piece_bytes;	     /* 0: whole units */
+	uint8_t empty_seen;	     /* bit g: I/O generation g seen empty
+				      * since the unmap; 3: free it */
 };
 
 struct cfs_ns {
@@ -461,8 +464,11 @@ static void inode_free(struct cfs_inode *inode)
 	free(inode);
 }
 
-#define LIFE_IO (1ull << 32) /* one I/O reference in inode->life */
-#define LIFE_REFS_MASK (LIFE_IO - 1)
+/* inode->life: references in the low 32 bits, then two 16-bit counts of I/O
+ * references, one per generation. */
+#define LIFE_IO(gen) (1ull << (32 + 16 * (gen))) /* one I/O reference of gen */
+#define LIFE_IO_MAX 0xffffu			 /* per generation */
+#define LIFE_REFS_MASK (LIFE_IO(0) - 1)
 
 static inline void inode_get(struct cfs_inode *inode)
 {
@@ -479,9 +485,23 @@ static void inode_put(struct cfs_inode *inode)
 		inode_free(inode); /* out of the table: the table holds a reference */
 }
 
-static inline uint32_t io_refs(const struct cfs_inode *inode)
+static inline uint32_t io_refs_of(uint64_t life, unsigned gen)
 {
-	return (uint32_t)(atomic_load(&((struct cfs_inode *)inode)->life) >> 32);
+	return (uint32_t)(life >> (32 + 16 * gen)) & LIFE_IO_MAX;
+}
+
+/* Bit g set: generation g has no I/O reference now. The fence orders the
+ * caller's unmap before the load (as io_begin's add comes before its map
+ * lookup): a reference this does not see looks the map up after the unmap. */
+static inline uint8_t io_gens_empty(const struct cfs_inode *inode)
+{
+	uint64_t life;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	life = atomic_load(&((struct cfs_inode *)inode)->life);
+
+	return (uint8_t)((io_refs_of(life, 0) == 0 ? 1u : 0u) |
+			 (io_refs_of(life, 1) == 0 ? 2u : 0u));
 }
 
 /* Queue the inode for the committer (any thread, lock-free). */
@@ -532,16 +552,17 @@ struct free_ctx {
 	bool overflow;
 };
 
-/* Remember f on the inode's deferred list (freed once no I/O reference is
- * left); false without memory. */
-static bool defer_freed(struct cfs_inode *inode, const struct freed *f, uint64_t seq)
+/* Remember f on the inode's deferred list (freed once the I/O references
+ * older than its unmap are gone: inode_quiesce); empty: the generations seen
+ * empty since the unmap. False without memory. */
+static bool defer_freed(struct cfs_inode *inode, const struct freed *f, uint64_t seq, uint8_t empty)
 {
 	struct cfs_deferred *df = malloc(sizeof(*df));
 
 	if (!df)
 		return false;
-	*df = (struct cfs_deferred){inode->deferred,	   f->first_unit, f->count, seq,
-				    f->piece_offset_bytes, f->piece_bytes};
+	*df = (struct cfs_deferred){inode->deferred,	   f->first_unit,  f->count, seq,
+				    f->piece_offset_bytes, f->piece_bytes, empty};
 	inode->deferred = df;
 	return true;
 }
@@ -564,7 +585,7 @@ static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit
 	/* More runs than the buffer: remember them on the deferred list with a
 	 * seq filled in later (UINT64_MAX replaced in free_ctx_release). If
 	 * that fails, leaked until remount rebuilds the allocator. */
-	defer_freed(c->inode, &f, UINT64_MAX);
+	defer_freed(c->inode, &f, UINT64_MAX, 0); /* the unmap may not be done yet */
 }
 
 /* Under the inode lock, after txn_end returned seq: give the runs to the
@@ -572,7 +593,8 @@ static void free_ctx_unmapped(void *arg, uint64_t file_unit, uint64_t store_unit
 static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 {
 	struct cfs_inode *inode = c->inode;
-	bool defer = io_refs(inode) != 0;
+	uint8_t empty = io_gens_empty(inode); /* after the unmap */
+	bool defer = empty != 3;
 
 	for (struct cfs_deferred *df = inode->deferred; df; df = df->next)
 		if (df->seq == UINT64_MAX)
@@ -581,9 +603,9 @@ static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 		if (!defer)
 			freed_release(c->fs, &c->runs[i], seq);
 		else
-			defer_freed(inode, &c->runs[i], seq); /* else leaked until
-							       * remount: never
-							       * freed early */
+			defer_freed(inode, &c->runs[i], seq, empty); /* else leaked until
+								      * remount: never
+								      * freed early */
 	}
 	if (defer || c->overflow) {
 		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
@@ -593,30 +615,50 @@ static void free_ctx_release(struct free_ctx *c, uint64_t seq)
 	}
 }
 
-/* [inode lock] With no I/O references: release deferred units and retired
- * map records. */
+/*
+ * [inode lock] Release the deferred units whose unmap every I/O reference
+ * has outlived: each generation seen empty since the unmap (a reference
+ * that looked up the old mapping was taken before the unmap, so it counted
+ * in one of them until it ended). While some wait, new I/O joins the empty
+ * generation, so the one they wait for drains even on a busy file; its last
+ * io_end comes back here. Also frees retired map records (epochs, not I/O
+ * references, guard those).
+ */
 static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 {
+	uint8_t empty = io_gens_empty(inode);
+	struct cfs_deferred **pp = &inode->deferred;
 	bool more = false;
 
-	if (io_refs(inode) != 0)
-		return;
 	atomic_fetch_and(&inode->flags, ~CFS_INODE_F_DEFERRED);
-	while (inode->deferred) {
-		struct cfs_deferred *df = inode->deferred;
+	while (*pp) {
+		struct cfs_deferred *df = *pp;
 
-		inode->deferred = df->next;
+		df->empty_seen |= empty;
+		if (df->empty_seen != 3) {
+			pp = &df->next;
+			continue;
+		}
+		*pp = df->next;
 		freed_release(fs,
 			      &(struct freed){df->first_unit, df->count, df->piece_offset_bytes,
 					      df->piece_bytes},
 			      df->seq);
 		free(df);
 	}
-	if (inode->map)
-		more = cfs_extent_quiesce(inode->map);
+	if (inode->deferred) {
+		unsigned gen = atomic_load(&inode->io_gen);
+
+		/* Those left wait for gen to drain: send new I/O to the other. */
+		if (empty & (1u << (gen ^ 1u)))
+			atomic_store(&inode->io_gen, gen ^ 1u);
+		more = true;
+	}
+	if (inode->map && cfs_extent_quiesce(inode->map))
+		more = true; /* the map frees the rest epochs later */
 	if (more) {
-		/* The map frees the rest epochs later: the next commit asks
-		 * again, even if the file stays idle. */
+		/* The next commit asks again, even if the file stays idle or
+		 * the last io_end missed the flag. */
 		atomic_fetch_or(&inode->flags, CFS_INODE_F_DEFERRED);
 		inode_queue(inode->ns, inode);
 	}
@@ -1511,7 +1553,7 @@ static void zero_pin(struct cfs_inode *inode, struct cfs_ns_zero *zero)
 {
 	if (zero && zero->count) {
 		zero->inode = inode;
-		cfs_ns_io_begin(inode);
+		zero->io_gen = cfs_ns_io_begin(inode);
 		/* Under the lock: a piece does not grow (copy) under the zeros. */
 		atomic_fetch_add_explicit(&inode->store_writes, 1, memory_order_seq_cst);
 	}
@@ -1937,12 +1979,19 @@ void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode)
 	inode_put(inode);
 }
 
-void cfs_ns_io_begin(struct cfs_inode *inode)
+unsigned cfs_ns_io_begin(struct cfs_inode *inode)
 {
-	atomic_fetch_add(&inode->life, LIFE_IO);
+	/* A flip between the load and the add leaves this reference in the
+	 * generation being drained: harmless, it is counted there, and it
+	 * looks the map up only after the add. */
+	unsigned gen = atomic_load(&inode->io_gen);
+	uint64_t old = atomic_fetch_add(&inode->life, LIFE_IO(gen));
+
+	CFS_ASSERT(io_refs_of(old, gen) < LIFE_IO_MAX);
+	return gen;
 }
 
-void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode)
+void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode, unsigned io_gen)
 {
 	/* Deferred work needs the inode after our reference is gone: pin it
 	 * first (the I/O reference keeps it alive until then). */
@@ -1951,15 +2000,15 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode)
 
 	if (pinned)
 		inode_get(inode);
-	old = atomic_fetch_sub(&inode->life, LIFE_IO);
-	CFS_ASSERT(old >= LIFE_IO);
-	if (old == LIFE_IO) {
+	old = atomic_fetch_sub(&inode->life, LIFE_IO(io_gen));
+	CFS_ASSERT(io_refs_of(old, io_gen) > 0);
+	if (old == LIFE_IO(io_gen)) {
 		inode_free(inode); /* deleted while the last I/O flew */
 		return;
 	}
 	if (!pinned)
 		return;
-	if ((old >> 32) == 1) {
+	if (io_refs_of(old, io_gen) == 1) {
 		pthread_mutex_lock(&inode->lock);
 		inode_quiesce(fs, inode);
 		pthread_mutex_unlock(&inode->lock);

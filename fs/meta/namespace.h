@@ -155,13 +155,16 @@ struct cfs_inode {
 	/* Private to namespace.c. */
 	struct cfs_ns *ns;	       /* [const] the owning namespace */
 	_Atomic uint64_t life;	       /* low 32 bits: references (table, open
-					* handles, committer queue, pins); high
-					* 32 bits: I/O references. The memory goes
+					* handles, committer queue, pins); bits
+					* 32-47 and 48-63: I/O references of
+					* generation 0 and 1. The memory goes
 					* when the whole word reaches 0. */
+	_Atomic uint32_t io_gen;       /* the generation new I/O joins (0, 1) */
 	_Atomic uint32_t flags;	       /* CFS_INODE_F_* in namespace.c */
 	struct cfs_hlink hlink;	       /* [ns_lock] in the inode table (hash: ino) */
 	struct cfs_inode *dirty_next;  /* committer queue link */
-	struct cfs_deferred *deferred; /* [lock] units to free once inflight == 0 */
+	struct cfs_deferred *deferred; /* [lock] units unmapped under I/O: freed
+					* once the I/O before the unmap is done */
 	uint64_t alloc_hint;	       /* [lock] next store unit to try */
 	struct cfs_place place;	       /* [lock] fs/POOLS.md */
 
@@ -252,7 +255,8 @@ struct cfs_setattr {
  * When count > 0 the inode's I/O reference was raised so the units stay put,
  * and its store_writes, so a piece is not copied before the zeros are in it:
  * the caller writes the zeros (read-modify-write), lowers store_writes and
- * calls cfs_ns_io_end(fs, inode) with the inode given here.
+ * calls cfs_ns_io_end(fs, inode, io_gen) with the inode and generation given
+ * here.
  */
 struct cfs_ns_zero {
 	unsigned count;		       /* 0..2 */
@@ -260,6 +264,7 @@ struct cfs_ns_zero {
 	uint64_t device_offset_bytes[2];
 	uint32_t length_bytes[2];
 	struct cfs_inode *inode; /* set when count > 0 */
+	unsigned io_gen;	 /* its I/O reference's, for cfs_ns_io_end */
 };
 
 /*
@@ -394,11 +399,18 @@ void cfs_ns_release(struct cfs_fs *fs, struct cfs_inode *inode);
 /* I/O references (see fs/meta/extent.h): raise before looking up the map, drop
  * after the last mark_written of the request, before replying to the kernel.
  * An I/O reference also keeps the inode's memory (a zeroing write after a
- * path truncate holds no open handle). io_end may run deferred work (freeing
- * units unmapped while I/O was in flight) and then takes the inode lock
- * briefly. Lock-free otherwise. */
-void cfs_ns_io_begin(struct cfs_inode *inode);
-void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode);
+ * path truncate holds no open handle). Lock-free, except that io_end may run
+ * deferred work under the inode lock.
+ *
+ * Units unmapped while I/O is in flight are freed once every I/O reference
+ * taken before the unmap is gone, not when the file is idle: a chunk that is
+ * never idle (a busy database file, the mover's relocations) must still give
+ * space back. References come in two generations (like SRCU): begin joins
+ * inode->io_gen and returns it; io_end is told which. A deferred run is freed
+ * once each generation has been seen empty after its unmap; while runs wait,
+ * new I/O is steered to the empty generation so the other drains. */
+unsigned cfs_ns_io_begin(struct cfs_inode *inode);
+void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode, unsigned io_gen);
 
 /*
  * Make sure [offset_bytes, +length_bytes) of an open regular file is mapped,

@@ -177,7 +177,7 @@ static void write_sim(struct cfs_inode *in, uint64_t offset, uint64_t length)
 {
 	uint64_t pos = offset;
 
-	cfs_ns_io_begin(in);
+	unsigned io_gen = cfs_ns_io_begin(in);
 	cr_assert_eq(cfs_ns_map_for_write(fs, in, offset, length), 0);
 	while (pos < offset + length) {
 		struct cfs_extent_run run;
@@ -190,7 +190,7 @@ static void write_sim(struct cfs_inode *in, uint64_t offset, uint64_t length)
 		pos += run.length_bytes;
 	}
 	cfs_ns_write_done(fs, in, offset, length);
-	cfs_ns_io_end(fs, in);
+	cfs_ns_io_end(fs, in, io_gen);
 }
 
 static void build_tree(void)
@@ -655,7 +655,7 @@ static void *worker_thread(void *p)
 			s.size_bytes = (uint64_t)(rand_r(&seed) % (int)(units * UNIT));
 			cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
 			if (zero.count)
-				cfs_ns_io_end(fs, zero.inode);
+				cfs_ns_io_end(fs, zero.inode, zero.io_gen);
 		}
 		if (r % 4 == 1) {
 			cr_assert_eq(cfs_ns_fallocate(fs, a.ino,
@@ -663,7 +663,7 @@ static void *worker_thread(void *p)
 						      1000, UNIT + 3000, &zero),
 				     0);
 			if (zero.count)
-				cfs_ns_io_end(fs, zero.inode);
+				cfs_ns_io_end(fs, zero.inode, zero.io_gen);
 		}
 		if (r % 5 == 2)
 			cr_assert_eq(cfs_ns_setxattr(fs, a.ino, "user.r", name, strlen(name), 0),
@@ -1237,7 +1237,7 @@ static void write_bytes(struct cfs_inode *in, uint64_t offset, uint32_t length, 
 
 	for (uint32_t i = 0; i < length; i++)
 		buf[i] = (uint8_t)(seed + i * 7);
-	cfs_ns_io_begin(in);
+	unsigned io_gen = cfs_ns_io_begin(in);
 	while (pos < offset + length) {
 		struct cfs_extent_run run;
 
@@ -1250,7 +1250,7 @@ static void write_bytes(struct cfs_inode *in, uint64_t offset, uint32_t length, 
 		pos += run.length_bytes;
 	}
 	cfs_ns_write_done(fs, in, offset, length);
-	cfs_ns_io_end(fs, in);
+	cfs_ns_io_end(fs, in, io_gen);
 	free(buf);
 }
 

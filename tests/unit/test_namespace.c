@@ -91,7 +91,7 @@ static int write_sim(struct cfs_inode *inode, uint64_t offset, uint64_t length)
 	uint64_t pos = offset;
 	int ret;
 
-	cfs_ns_io_begin(inode);
+	unsigned io_gen = cfs_ns_io_begin(inode);
 	ret = cfs_ns_map_for_write(fs, inode, offset, length);
 	while (!ret && pos < offset + length) {
 		struct cfs_extent_run run;
@@ -104,7 +104,7 @@ static int write_sim(struct cfs_inode *inode, uint64_t offset, uint64_t length)
 	}
 	if (!ret)
 		cfs_ns_write_done(fs, inode, offset, length);
-	cfs_ns_io_end(fs, inode);
+	cfs_ns_io_end(fs, inode, io_gen);
 	return ret;
 }
 
@@ -680,7 +680,7 @@ Test(namespace, truncate_frees_units_busy_until_commit, .init = setup_small, .fi
 	cr_assert_eq(zero.length_bytes[0], 24);
 	cr_assert_eq(zero.device_offset_bytes[0], (uint64_t)su1 * UNIT + 1000);
 	cr_assert_eq(zero.inode, in);
-	cfs_ns_io_end(fs, zero.inode);
+	cfs_ns_io_end(fs, zero.inode, zero.io_gen);
 	/* Busy units are not handed out before the commit... */
 	{
 		struct cfs_inode *in2;
@@ -695,6 +695,54 @@ Test(namespace, truncate_frees_units_busy_until_commit, .init = setup_small, .fi
 	/* ...and are free after it. */
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su2), CFS_ALLOC_STATE_FREE);
+	cfs_ns_release(fs, in);
+}
+
+/* A file never idle (a busy database chunk, the mover's relocations): units
+ * it unmaps come back once the I/O older than the unmap is done, though
+ * newer I/O keeps arriving. */
+Test(namespace, units_freed_under_io_come_back_on_a_busy_file, .init = setup_small,
+     .fini = teardown)
+{
+	struct cfs_inode *in;
+	struct cfs_attr a;
+	struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+	struct cfs_ns_zero zero;
+	unsigned old_gen, new_gen, newer_gen;
+	int64_t su0;
+
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "f", 0600, 0, 0, &a, &in), 0);
+	cr_assert_eq(write_sim(in, 0, 4 * UNIT), 0);
+	su0 = cfs_extent_unit_get(in->map, 0);
+	/* A read that looked up the units is in flight while they go. */
+	old_gen = cfs_ns_io_begin(in);
+	s.size_bytes = 0;
+	cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
+	cr_assert_eq(zero.count, 0);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su0), CFS_ALLOC_STATE_USED,
+		     "freed under a reference older than the unmap");
+	/* New I/O joins the other generation and stays in flight... */
+	new_gen = cfs_ns_io_begin(in);
+	cr_assert_neq(new_gen, old_gen);
+	/* ...yet the end of the old one gives the units back. */
+	cfs_ns_io_end(fs, in, old_gen);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su0), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(alloc_stat().free_units, 16);
+
+	/* Again, the other way round: units unmapped under new_gen's
+	 * reference wait for it, not for one taken after the unmap. */
+	cr_assert_eq(write_sim(in, 0, 2 * UNIT), 0);
+	su0 = cfs_extent_unit_get(in->map, 0);
+	cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
+	newer_gen = cfs_ns_io_begin(in);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(cfs_pool_unit_state(fs->pool, (uint64_t)su0), CFS_ALLOC_STATE_USED);
+	cfs_ns_io_end(fs, in, new_gen);
+	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
+	cr_assert_eq(alloc_stat().free_units, 16, "waited for a reference newer than the unmap");
+	cfs_ns_io_end(fs, in, newer_gen);
 	cfs_ns_release(fs, in);
 }
 
@@ -851,7 +899,7 @@ Test(namespace, fallocate, .init = setup, .fini = teardown)
 	cr_assert_eq(zero.count, 2);
 	cr_assert_eq(zero.length_bytes[0], 412);
 	cr_assert_eq(zero.length_bytes[1], 188);
-	cfs_ns_io_end(fs, zero.inode);
+	cfs_ns_io_end(fs, zero.inode, zero.io_gen);
 	cr_assert(cfs_extent_sector_written(in->map, UNIT / 2));
 	cr_assert_not(cfs_extent_sector_written(in->map, UNIT / 2 + 512));
 	cr_assert_not(cfs_extent_sector_written(in->map, 3 * UNIT));
@@ -1019,7 +1067,7 @@ Test(namespace, zero_pin_outlives_delete, .init = setup_small, .fini = teardown)
 	cr_assert_eq(cfs_ns_getattr(fs, a.ino, &a), -ENOENT);
 	/* Its last unit waits for the zeroing write. */
 	cr_assert_eq(alloc_stat().used_units, 1);
-	cfs_ns_io_end(fs, zero.inode);
+	cfs_ns_io_end(fs, zero.inode, zero.io_gen);
 	cr_assert_eq(alloc_stat().used_units, 0);
 	cr_assert_eq(cfs_journal_commit_sync(fs), 0);
 	cr_assert_eq(alloc_stat().free_units, 16);
