@@ -365,8 +365,12 @@ static int runs_splice(struct minode *in, size_t lo, size_t hi, struct runlist *
 		in->runs = g;
 		in->capruns = cap;
 	}
-	memmove(in->runs + lo + l->n, in->runs + hi, (in->nruns - hi) * sizeof(*in->runs));
-	memcpy(in->runs + lo, l->e, l->n * sizeof(*l->e));
+	/* An inode without runs that gets none: runs and l->e may be NULL. */
+	if (in->runs) {
+		memmove(in->runs + lo + l->n, in->runs + hi, (in->nruns - hi) * sizeof(*in->runs));
+		if (l->n)
+			memcpy(in->runs + lo, l->e, l->n * sizeof(*l->e));
+	}
 	in->nruns = n;
 	return 0;
 }
