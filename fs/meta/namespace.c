@@ -490,15 +490,13 @@ static inline uint32_t io_refs_of(uint64_t life, unsigned gen)
 	return (uint32_t)(life >> (32 + 16 * gen)) & LIFE_IO_MAX;
 }
 
-/* Bit g set: generation g has no I/O reference now. The fence orders the
- * caller's unmap before the load (as io_begin's add comes before its map
- * lookup): a reference this does not see looks the map up after the unmap. */
-static inline uint8_t io_gens_empty(const struct cfs_inode *inode)
+/* Bit g set: generation g has no I/O reference now. Read with a
+ * read-modify-write, not a load: a reference it does not see is added later
+ * in life's order, and that add (acquire) then sees the caller's unmap
+ * (released here), so it looks the map up after the unmap. */
+static inline uint8_t io_gens_empty(struct cfs_inode *inode)
 {
-	uint64_t life;
-
-	atomic_thread_fence(memory_order_seq_cst);
-	life = atomic_load(&((struct cfs_inode *)inode)->life);
+	uint64_t life = atomic_fetch_add(&inode->life, 0);
 
 	return (uint8_t)((io_refs_of(life, 0) == 0 ? 1u : 0u) |
 			 (io_refs_of(life, 1) == 0 ? 2u : 0u));
