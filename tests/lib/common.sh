@@ -63,8 +63,10 @@ trap 'exit 143' TERM INT
 cfs_tsan_watch() {
 	mkdir -p "$CFS_WORK/tsan"
 	# halt_on_error=0, exitcode=0: collect every report and exit as
-	# without them; the verdict fails on any.
-	export TSAN_OPTIONS="log_path=$CFS_WORK/tsan/tsan:halt_on_error=0:exitcode=0:suppressions=$CFS_ROOT/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+	# without them; the verdict fails on any. history_size=7 (the most):
+	# the earlier access's stack is restored even after a long run, so a
+	# suppression by function name (ram_write) can match it.
+	export TSAN_OPTIONS="log_path=$CFS_WORK/tsan/tsan:halt_on_error=0:exitcode=0:history_size=7:suppressions=$CFS_ROOT/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 }
 cfs_tsan_verdict() {
 	if ls "$CFS_WORK"/tsan/tsan* >/dev/null 2>&1; then
