@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dba_workflow.sh — the DBA's chunk workflow, as an Informix DBA
-# would do it (README.md, "Walkthrough for DBAs", is the same commands):
+# would do it (doc/DBA-GUIDE.md, "Informix chunks, step by step", is the same commands):
 #   chunk files of a fixed size (fallocate) on a store mount, owned by the
 #   database's user and group with mode 660, linked from a chunk directory
 #   with symlinks; a 2 KiB page size set through the symlink; the temp-table

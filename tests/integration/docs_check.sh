@@ -12,9 +12,9 @@
 #   - README.md's first two commands are not the `make demo` and the
 #     `make check` ones that CI runs;
 #   - README.md's layout block does not name a folder of the tree (each
-#     top-level one and each of fs/), or its "where each behaviour lives"
-#     table does not link a module of fs/, iopath/ or mkchunkfs/ (every .c
-#     file, and every header without a .c of its name);
+#     top-level one and each of fs/), or doc/CODEMAP.md's table ("where
+#     each behaviour lives") does not link a module of fs/, iopath/ or
+#     mkchunkfs/ (every .c file, and every header without a .c of its name);
 #   - fs/BAD-INPUT.md names a test that does not exist;
 #   - bench/README.md does not name a benchmark script of bench/;
 #   - bench/results/ holds a loose file, or a run folder without notes.md.
@@ -174,14 +174,16 @@ folders |= {"/".join(f.split("/")[:2]) + "/" for f in tracked if f.startswith("f
 for d in sorted(folders):
     if not any(n == d or (n.startswith(d) and d.count("/") == 1) for n in named):
         err("README.md", "the layout block does not name %s" % d)
-table = re.search(r"^Where each behaviour lives:\n\n((?:\|.*\n)+)", readme, re.M)
-linked = {os.path.normpath(t) for t in re.findall(r"\]\(([^)#\s]+)", table.group(1) if table else "")}
+codemap = open("doc/CODEMAP.md", encoding="utf-8").read()
+table = re.search(r"^((?:\|.*\n)+)", codemap, re.M)
+linked = {os.path.normpath(os.path.join("doc", t))
+          for t in re.findall(r"\]\(([^)#\s]+)", table.group(1) if table else "")}
 modules = [f for f in tracked if re.match(r"(fs|iopath|mkchunkfs)/.*\.c$", f)]
 modules += [f for f in tracked if re.match(r"(fs|iopath|mkchunkfs)/.*\.h$", f)
             and f[:-2] + ".c" not in tracked]
 for m in sorted(modules):
     if m not in linked:
-        err("README.md", "the table \"where each behaviour lives\" does not link %s" % m)
+        err("doc/CODEMAP.md", "the table does not link %s" % m)
 
 # ---- bench/README.md names every benchmark; every run has its notes -------------------
 bench_readme = open("bench/README.md", encoding="utf-8").read()

@@ -210,7 +210,7 @@ grep -q "InnoDB: $redo (block size=" "$MY_ERR" ||
 	{ grep -E 'InnoDB: (Buffered log|File system buffers)' "$MY_ERR" >&2; cfs_fail "blkdev store: the error log does not say '$redo' for the redo log"; }
 cfs_log "blkdev store, redo log on $(stat -c '%Hd:%Ld' "$CFS_WORK/lmnt/mysql/ib_logfile0"): $(grep -oE "InnoDB: $redo[^(]*\(block size=[0-9]+ bytes\)" "$MY_ERR" | tail -n 1)"
 # A table of its own elsewhere: DATA DIRECTORY puts its .ibd on the other
-# store mount, and an .isl file in the datadir says where (README.md).
+# store mount, and an .isl file in the datadir says where (doc/DBA-GUIDE.md).
 install -d -o "$MY_USER" -g "$MY_USER" -m 750 "$mnt/tables"
 my_sql "CREATE DATABASE d"
 my_sql -d d "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(100)) ENGINE=InnoDB

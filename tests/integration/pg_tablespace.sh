@@ -150,7 +150,7 @@ pg_as "$PG_BIN/pg_checksums" --check -D "$PGDATA" >"$CFS_WORK/checksums.log" 2>&
 grep -q '^Bad checksums: *0$' "$CFS_WORK/checksums.log" || cfs_fail "$(cat "$CFS_WORK/checksums.log")"
 cfs_log "$(grep -E '^Blocks scanned' "$CFS_WORK/checksums.log")"
 # As after a reboot: the RAM mount comes back empty, and the DBA recreates
-# the temp tablespace's directories (README.md, Walkthrough for DBAs).
+# the temp tablespace's directories (doc/DBA-GUIDE.md, "PostgreSQL").
 catdir=$(basename "$(echo "$ram"/pgtemp/PG_15_*)")
 cfs_umount "$ram" || cfs_fail "unmount the RAM mount"
 cfs_mount ram "$ram" ram,size=256M,allow_other
