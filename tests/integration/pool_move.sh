@@ -122,6 +122,34 @@ moved=$((hdd_before - $(used_on hdd0)))
 [ $moved -eq $((blocks * 512)) ] || cfs_fail "$moved bytes moved, the chunk has $((blocks * 512))"
 cfs_log "holes stay holes, unwritten sectors unwritten ($(wc -l <<<"$ext") data segments, $blocks blocks)"
 
+# --- units cut while the mover copies them ---------------------------------------------
+# Unthrottled, the mover copies up to four consecutive units under one guard:
+# holes punched and a truncate made while it runs land before, inside and
+# after those batches. Cut units stay cut, the rest moves intact.
+c=$mnt/db/cut
+dd if=/dev/urandom of="$CFS_WORK/cut.ref" bs=1M count=48 2>/dev/null
+for round in 1 2 3; do
+	cp "$CFS_WORK/cut.ref" "$c" || cfs_fail "write $c"
+	to=ssd0
+	[ "$(where "$c")" = ssd0 ] && to=hdd0
+	setfattr -n user.chunkfs.store -v "$to" "$c" || cfs_fail "move of $c to $to"
+	for o in 5 13 14 22 30 31; do
+		fallocate -p -o $((o * MiB)) -l $MiB "$c" || cfs_fail "punch at $o MiB of $c"
+	done
+	truncate -s $((40 * MiB)) "$c" || cfs_fail "truncate of $c"
+	wait_moved "$c" "$to"
+	python3 - "$CFS_WORK/cut.ref" "$c" <<'PY' || cfs_fail "round $round: $c is not the chunk with its cuts"
+import sys
+MiB = 1 << 20
+want = bytearray(open(sys.argv[1], "rb").read()[:40 * MiB])
+for o in (5, 13, 14, 22, 30, 31):
+    want[o * MiB:(o + 1) * MiB] = bytes(MiB)
+sys.exit(open(sys.argv[2], "rb").read() != bytes(want))
+PY
+	rm -f "$c"
+done
+cfs_log "holes punched and a truncate during moves: the cut units stay cut, the rest moved intact"
+
 # --- progress, rate, pause, resume, cancel ---------------------------------------------
 dd if=/dev/urandom of="$mnt/db/big" bs=1M count=48 oflag=direct 2>/dev/null
 sum=$(md5sum <"$mnt/db/big")
