@@ -202,6 +202,10 @@ def cmd_race(args):
             n, _ = getx(p, full, 0)
             if n < 0:
                 die(f"probe {p} {name}: {err_name(n)}")
+            if n == 0:
+                # An empty value (a histogram before the first request): a
+                # read with size 0 would be another probe, not a read.
+                continue
             m, value = getx(p, full, n)
             dt = time.monotonic() - t0
             slowest = max(slowest, dt)
