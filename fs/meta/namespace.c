@@ -3810,6 +3810,16 @@ int cfs_ns_mount_finish(struct cfs_fs *fs, const char **why)
 				   (unsigned long long)list[i]->ino);
 			continue;
 		}
+		if (list[i]->dir && list[i]->dir->names.count) {
+			/* A directory without links that still holds entries
+			 * (a corrupt record, found by fuzz_replay): deleting it
+			 * would orphan what it names. */
+			cfs_fs_log(fs,
+				   "directory inode %llu has no links but holds entries: kept "
+				   "(run fsck.chunkfs)",
+				   (unsigned long long)list[i]->ino);
+			continue;
+		}
 		inode_maybe_delete(fs, list[i]);
 		orphans++;
 	}
