@@ -54,6 +54,11 @@ struct cfs_alloc {
 	struct busy_range *busy;
 	size_t busy_len;
 	size_t busy_cap;
+	/* Released units not discarded yet, oldest first (seq unused). */
+	struct busy_range *undiscarded;
+	size_t undiscarded_len;
+	size_t undiscarded_cap;
+	uint64_t undiscarded_units;
 };
 
 /* ---- the treap of free ranges -------------------------------------------------------- */
@@ -321,6 +326,7 @@ void cfs_alloc_destroy(struct cfs_alloc *alloc)
 	pthread_mutex_destroy(&alloc->lock);
 	tree_free(alloc->root);
 	free(alloc->busy);
+	free(alloc->undiscarded);
 	free(alloc);
 }
 
@@ -438,12 +444,59 @@ out_unlock:
 	pthread_mutex_unlock(&a->lock);
 }
 
-uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq,
-			       void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
-			       void *arg)
+static int by_first_unit(const void *x, const void *y)
+{
+	const struct busy_range *a = x, *b = y;
+
+	return (a->first_unit > b->first_unit) - (a->first_unit < b->first_unit);
+}
+
+/* Sorts ranges by first unit and merges the adjacent ones; their seq no
+ * longer matters (all durable). Returns how many are left. */
+static size_t coalesce(struct busy_range *r, size_t len)
+{
+	size_t out = 0;
+
+	qsort(r, len, sizeof(*r), by_first_unit);
+	for (size_t i = 0; i < len; i++) {
+		if (out && r[out - 1].first_unit + r[out - 1].count == r[i].first_unit)
+			r[out - 1].count += r[i].count;
+		else
+			r[out++] = r[i];
+	}
+	return out;
+}
+
+/* Queue released units for cfs_alloc_discard_some(), merged with the last
+ * entry when they follow it. Out of memory: not discarded (space on the
+ * device only, as a crash before the discard leaves it). */
+static void queue_discard(struct cfs_alloc *a, uint64_t first, uint64_t count)
+{
+	struct busy_range *last =
+		a->undiscarded_len ? &a->undiscarded[a->undiscarded_len - 1] : NULL;
+
+	if (last && last->first_unit + last->count == first) {
+		last->count += count;
+		a->undiscarded_units += count;
+		return;
+	}
+	if (a->undiscarded_len == a->undiscarded_cap) {
+		size_t cap = a->undiscarded_cap ? 2 * a->undiscarded_cap : CFS_ALLOC_BUSY_INITIAL;
+		struct busy_range *grown = realloc(a->undiscarded, cap * sizeof(*grown));
+
+		if (!grown)
+			return;
+		a->undiscarded = grown;
+		a->undiscarded_cap = cap;
+	}
+	a->undiscarded[a->undiscarded_len++] = (struct busy_range){first, count, 0};
+	a->undiscarded_units += count;
+}
+
+uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq, bool queue_discards)
 {
 	struct cfs_alloc *a = alloc;
-	struct busy_range *ready = NULL;
+	struct busy_range *ready;
 	size_t ready_len = 0, keep = 0;
 	uint64_t released = 0;
 
@@ -452,8 +505,7 @@ uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq,
 		ready_len += a->busy[i].seq <= durable_seq;
 	if (ready_len == 0)
 		goto out_unlock;
-	if (discard)
-		ready = malloc(ready_len * sizeof(*ready));
+	ready = malloc(ready_len * sizeof(*ready));
 	ready_len = 0;
 	for (size_t i = 0; i < a->busy_len; i++) {
 		struct busy_range b = a->busy[i];
@@ -462,35 +514,92 @@ uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq,
 			a->busy[keep++] = b;
 			continue;
 		}
-		if (ready) {
-			/* Still busy (not free, counted busy) while discarding. */
-			ready[ready_len++] = b;
-			continue;
-		}
 		a->busy_units -= b.count;
-		if (give_units(a, b.first_unit, b.count)) /* else: used until remount */
-			released += b.count;
+		if (!give_units(a, b.first_unit, b.count))
+			continue; /* no memory for a node: used until remount */
+		released += b.count;
+		if (ready)
+			ready[ready_len++] = b;
 	}
 	a->busy_len = keep;
-	if (!ready)
-		goto out_unlock;
-	pthread_mutex_unlock(&a->lock);
-
-	/* No lock while the device discards: allocations go on, and these
-	 * units are neither free nor on the busy list, so nobody takes them. */
-	for (size_t i = 0; i < ready_len; i++)
-		discard(arg, ready[i].first_unit, ready[i].count);
-
-	pthread_mutex_lock(&a->lock);
-	for (size_t i = 0; i < ready_len; i++) {
-		a->busy_units -= ready[i].count;
-		if (give_units(a, ready[i].first_unit, ready[i].count))
-			released += ready[i].count;
+	/* Neighbours freed by different transactions (a moved chunk frees one
+	 * unit per switch) are queued as one range: on an image file each
+	 * discard is a hole punch and a host journal update, whatever its
+	 * length. */
+	if (ready && queue_discards) {
+		ready_len = coalesce(ready, ready_len);
+		for (size_t i = 0; i < ready_len; i++)
+			queue_discard(a, ready[i].first_unit, ready[i].count);
 	}
+	free(ready);
 out_unlock:
 	pthread_mutex_unlock(&a->lock);
-	free(ready);
 	return released;
+}
+
+/* Pieces one cfs_alloc_discard_some() call takes out of the free space. */
+#define DISCARD_PIECES 16u
+
+uint64_t cfs_alloc_discard_some(struct cfs_alloc *alloc, uint64_t budget_units,
+				void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
+				void *arg)
+{
+	struct cfs_alloc *a = alloc;
+	struct busy_range taken[DISCARD_PIECES];
+	unsigned n = 0;
+	size_t done = 0; /* queue entries finished */
+	uint64_t left = 0;
+
+	pthread_mutex_lock(&a->lock);
+	while (done < a->undiscarded_len && budget_units && n < DISCARD_PIECES) {
+		struct busy_range *q = &a->undiscarded[done];
+		uint64_t end = q->first_unit + q->count;
+		const struct fnode *f = pred(a->root, q->first_unit);
+		uint64_t from, to;
+
+		/* The first free run inside what is left of the entry: units
+		 * allocated again since their release are not discarded. */
+		if (!f || f->start + f->len <= q->first_unit)
+			f = first_fit(a->root, q->first_unit, 1);
+		if (!f || f->start >= end) {
+			a->undiscarded_units -= q->count;
+			done++;
+			continue;
+		}
+		from = f->start > q->first_unit ? f->start : q->first_unit;
+		to = f->start + f->len < end ? f->start + f->len : end;
+		if (to - from > budget_units)
+			to = from + budget_units;
+		a->undiscarded_units -= to - q->first_unit;
+		q->count = end - to;
+		q->first_unit = to;
+		if (q->count == 0)
+			done++;
+		if (!take_units(a, from, to - from))
+			continue;	    /* no node for the split: not discarded */
+		a->busy_units += to - from; /* -EAGAIN, not -ENOSPC, meanwhile */
+		taken[n++] = (struct busy_range){from, to - from, 0};
+		budget_units -= to - from;
+	}
+	if (done)
+		memmove(a->undiscarded, a->undiscarded + done,
+			(a->undiscarded_len - done) * sizeof(*a->undiscarded));
+	a->undiscarded_len -= done;
+	pthread_mutex_unlock(&a->lock);
+
+	/* No lock while the device discards: allocations go on, and the taken
+	 * units are neither free nor on the busy list, so nobody gets them. */
+	for (unsigned i = 0; i < n; i++)
+		discard(arg, taken[i].first_unit, taken[i].count);
+
+	pthread_mutex_lock(&a->lock);
+	for (unsigned i = 0; i < n; i++) {
+		a->busy_units -= taken[i].count;
+		give_units(a, taken[i].first_unit, taken[i].count); /* else: used until remount */
+	}
+	left = a->undiscarded_units;
+	pthread_mutex_unlock(&a->lock);
+	return left;
 }
 
 void cfs_alloc_stat(struct cfs_alloc *alloc, struct cfs_alloc_stat *st)

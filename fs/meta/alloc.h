@@ -18,7 +18,7 @@
  * allocation records (CFS_LOG_ALLOC_* stay unused; see fs/format/FORMAT.md).
  *
  * What it does not do: I/O (discards are issued by the caller of
- * cfs_alloc_commit_done() through its callback), logging, or knowing files.
+ * cfs_alloc_discard_some() through its callback), logging, or knowing files.
  *
  * Locking: one mutex inside struct cfs_alloc, taken by every function; never
  * held while calling back into the caller. Lock order (fs/DAEMON.md):
@@ -28,6 +28,7 @@
 #ifndef CFS_ALLOC_H
 #define CFS_ALLOC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Largest data region we accept: 2^40 units (1 EiB at 1 MiB units). Memory
@@ -100,15 +101,26 @@ void cfs_alloc_free(struct cfs_alloc *alloc, uint64_t first_unit, uint64_t count
 
 /*
  * Called by the committer once every record with seq <= durable_seq is
- * durable. Busy ranges freed with a seq <= durable_seq are passed to
- * discard(arg, first_unit, count) (if discard is non-NULL; called without the
- * allocator lock, units still BUSY, so nobody can allocate them while the
- * device discards) and then become FREE. Returns the number of units
- * released. Only one thread (the committer) may call it at a time.
+ * durable: busy ranges freed with a seq <= durable_seq become FREE. With
+ * queue_discards they are also queued (neighbours merged) for
+ * cfs_alloc_discard_some(): a commit, and the fsyncs waiting for it, never
+ * wait for the device to discard. Returns the number of units released.
+ * Only one thread (the committer) may call it at a time.
  */
-uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq,
-			       void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
-			       void *arg);
+uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq, bool queue_discards);
+
+/*
+ * Discard up to budget_units of the queued units that are still FREE (units
+ * allocated again since their release are dropped from the queue: their new
+ * owner writes them). The units being discarded are taken out of the free
+ * space and counted busy (an allocation meanwhile gets -EAGAIN, not
+ * -ENOSPC), discard(arg, first_unit, count) is called without the allocator
+ * lock, and they become FREE again. Returns the units still queued (0: the
+ * queue is empty). Only the committer's thread calls it.
+ */
+uint64_t cfs_alloc_discard_some(struct cfs_alloc *alloc, uint64_t budget_units,
+				void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
+				void *arg);
 
 /* Counts for statfs and tests (consistent with each other: one lock). */
 void cfs_alloc_stat(struct cfs_alloc *alloc, struct cfs_alloc_stat *st);

@@ -847,12 +847,28 @@ static void discard_units(void *arg, uint64_t first_unit, uint64_t count)
 			count << fs->geom.unit_shift);
 }
 
-/* Everything below seq is durable: release busy units. */
+/* Everything below seq is durable: release busy units (their discards are
+ * queued for discard_pass(), after the commit's waiters are answered). */
 static void set_durable(struct cfs_journal *j, uint64_t seq)
 {
 	if (seq > atomic_load(&j->durable_seq))
 		atomic_store(&j->durable_seq, seq);
-	cfs_pool_commit_done(j->fs->pool, atomic_load(&j->durable_seq), discard_units, j->fs);
+	cfs_pool_commit_done(j->fs->pool, atomic_load(&j->durable_seq),
+			     cfs_io_geometry(j->fs->io)->discard_supported);
+}
+
+/* Units one discard pass may discard per store: a commit that comes in
+ * meanwhile waits for at most this much (8 MiB at 1 MiB units). */
+#define DISCARD_PASS_UNITS 8u
+
+/* One pass over the queued discards; returns the units still queued. */
+static uint64_t discard_pass(struct cfs_journal *j)
+{
+	struct cfs_fs *fs = j->fs;
+
+	if (cfs_fs_is_readonly(fs))
+		return 0; /* advisory: not on a store that failed */
+	return cfs_pool_discard_some(fs->pool, DISCARD_PASS_UNITS, discard_units, fs);
 }
 
 /* Alignment of snapshot and log starts: both block and physical sector. */
@@ -1202,6 +1218,32 @@ static void answer(struct waiter *w, int res)
 	}
 }
 
+static void sync_done(int res, void *arg);
+
+/* Answers the waiters of a commit that sleep in a loop's callback (fsync);
+ * returns the threads blocked in cfs_journal_commit_sync(), which are
+ * answered after the discard pass that follows the commit: they get the
+ * units it released back without one of them being discarded that moment
+ * (an allocation retrying after -EAGAIN, tests counting free units). */
+static struct waiter *answer_callbacks(struct waiter *w, int res)
+{
+	struct waiter *blocked = NULL;
+
+	while (w) {
+		struct waiter *next = w->next;
+
+		if (w->cb == sync_done) {
+			w->next = blocked;
+			blocked = w;
+		} else {
+			w->cb(res, w->arg);
+			free(w);
+		}
+		w = next;
+	}
+	return blocked;
+}
+
 /* Every waiter of this commit asked for cfs_journal_flush_async. */
 static bool all_flush_only(const struct waiter *w)
 {
@@ -1238,6 +1280,7 @@ static void *committer(void *arg)
 {
 	struct cfs_journal *j = arg;
 	struct timespec deadline;
+	uint64_t discards_left = 0;
 
 	pthread_mutex_lock(&j->lock);
 	for (;;) {
@@ -1252,9 +1295,22 @@ static void *committer(void *arg)
 			deadline.tv_sec++;
 			deadline.tv_nsec -= 1000000000;
 		}
-		while (!j->requested && !j->stop &&
-		       pthread_cond_timedwait(&j->wake, &j->lock, &deadline) != ETIMEDOUT)
-			;
+		for (;;) {
+			struct timespec now;
+
+			while (!j->requested && !j->stop && !discards_left &&
+			       pthread_cond_timedwait(&j->wake, &j->lock, &deadline) != ETIMEDOUT)
+				;
+			clock_gettime(CLOCK_REALTIME, &now);
+			if (j->requested || j->stop || now.tv_sec > deadline.tv_sec ||
+			    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+				break;
+			/* Only discards to do: one pass, then look again, so a
+			 * commit asked for meanwhile waits for one pass at most. */
+			pthread_mutex_unlock(&j->lock);
+			discards_left = discard_pass(j);
+			pthread_mutex_lock(&j->lock);
+		}
 		/* Everything asked for until now is served by this commit. */
 		w = j->waiters;
 		j->waiters = NULL;
@@ -1274,6 +1330,13 @@ static void *committer(void *arg)
 		res = commit_once(j, w != NULL || stopping, commit_captures(j, w, stopping));
 		if (!res && snapshot)
 			res = cfs_journal_snapshot(j, false);
+		w = answer_callbacks(w, res);
+		/* The units this commit released are discarded after its
+		 * waiters have their answer, a pass at a time; at the end,
+		 * all of them (an unmount gives the space back). */
+		discards_left = discard_pass(j);
+		while (stopping && discards_left)
+			discards_left = discard_pass(j);
 		answer(w, res);
 
 		pthread_mutex_lock(&j->lock);

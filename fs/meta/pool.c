@@ -837,26 +837,41 @@ static void discard_shifted(void *arg, uint64_t first_unit, uint64_t count)
 	d->discard(d->arg, d->base + first_unit, count);
 }
 
-uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq,
-			      void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
-			      void *arg)
+uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq, bool queue_discards)
 {
 	uint64_t released = 0;
 
 	pthread_rwlock_rdlock(&pool->lock);
 	for (unsigned i = 0; i < pool->count; i++) {
-		struct discard_shift d = {discard, arg, pool->store[i]->unit_base};
 		struct cfs_pieces *p = atomic_load(&pool->store[i]->pieces);
 
 		/* First: units its released pieces leave empty go back busy,
-		 * and the allocator releases (and discards) them now. */
+		 * and the allocator releases them now. */
 		if (p)
 			cfs_pieces_commit_done(p, durable_seq);
-		released += cfs_alloc_commit_done(pool->store[i]->alloc, durable_seq,
-						  discard ? discard_shifted : NULL, &d);
+		released +=
+			cfs_alloc_commit_done(pool->store[i]->alloc, durable_seq, queue_discards);
 	}
 	pthread_rwlock_unlock(&pool->lock);
 	return released;
+}
+
+uint64_t cfs_pool_discard_some(struct cfs_pool *pool, uint64_t budget_units,
+			       void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
+			       void *arg)
+{
+	uint64_t left = 0;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	for (unsigned i = 0; i < pool->count; i++) {
+		struct discard_shift d = {discard, arg, pool->store[i]->unit_base};
+
+		/* The budget is per store: a pool has a handful. */
+		left += cfs_alloc_discard_some(pool->store[i]->alloc, budget_units, discard_shifted,
+					       &d);
+	}
+	pthread_rwlock_unlock(&pool->lock);
+	return left;
 }
 
 void cfs_pool_stat(struct cfs_pool *pool, struct cfs_alloc_stat *st)

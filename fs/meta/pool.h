@@ -192,10 +192,13 @@ struct cfs_pieces_stat;
 void cfs_pool_piece_stat(struct cfs_pool *pool, struct cfs_pieces_stat *st);
 
 /* cfs_alloc_commit_done() of every store, after its pieces' (busy pieces
- * released, units they leave empty freed); discard gets pool units. */
-uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq,
-			      void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
-			      void *arg);
+ * released, units they leave empty freed). */
+uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq, bool queue_discards);
+/* cfs_alloc_discard_some() of every store, up to budget_units each; discard
+ * gets pool units. Returns the units still queued in the pool. */
+uint64_t cfs_pool_discard_some(struct cfs_pool *pool, uint64_t budget_units,
+			       void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
+			       void *arg);
 /* Totals of every store (statfs). */
 void cfs_pool_stat(struct cfs_pool *pool, struct cfs_alloc_stat *st);
 /* CFS_ALLOC_STATE_* of one pool unit, -ERANGE outside every store. */

@@ -124,9 +124,9 @@ Test(alloc, busy_until_commit)
 	/* Freed but not durable: not allocatable, and the caller is told to
 	 * force a commit rather than fail. */
 	cr_assert_eq(cfs_alloc_get(a, 0, 1, &first, &count), -EAGAIN);
-	cr_assert_eq(cfs_alloc_commit_done(a, 99, NULL, NULL), 0);
+	cr_assert_eq(cfs_alloc_commit_done(a, 99, false), 0);
 	cr_assert_eq(cfs_alloc_get(a, 0, 1, &first, &count), -EAGAIN);
-	cr_assert_eq(cfs_alloc_commit_done(a, 100, NULL, NULL), 3);
+	cr_assert_eq(cfs_alloc_commit_done(a, 100, false), 3);
 	cr_assert_eq(cfs_alloc_unit_state(a, 2), CFS_ALLOC_STATE_FREE);
 	cr_assert_eq(cfs_alloc_get(a, 0, 8, &first, &count), 0);
 	cr_assert_eq(first, 2);
@@ -147,10 +147,10 @@ Test(alloc, busy_released_by_seq_out_of_order)
 	cfs_alloc_free(a, 4, 2, 10);
 	cfs_alloc_free(a, 8, 2, 30);
 	cfs_alloc_free(a, 10, 2, 30); /* merged with the previous */
-	cr_assert_eq(cfs_alloc_commit_done(a, 15, NULL, NULL), 2);
+	cr_assert_eq(cfs_alloc_commit_done(a, 15, false), 2);
 	cr_assert_eq(cfs_alloc_unit_state(a, 4), CFS_ALLOC_STATE_FREE);
 	cr_assert_eq(cfs_alloc_unit_state(a, 0), CFS_ALLOC_STATE_BUSY);
-	cr_assert_eq(cfs_alloc_commit_done(a, 30, NULL, NULL), 6);
+	cr_assert_eq(cfs_alloc_commit_done(a, 30, false), 6);
 	check_counts(a);
 	cfs_alloc_destroy(a);
 }
@@ -178,19 +178,103 @@ static void discard_cb(void *arg, uint64_t first, uint64_t count)
 Test(alloc, discard_before_free)
 {
 	struct cfs_alloc *a;
-	struct discard_log log = { .n = 0 };
+	struct discard_log log = {.n = 0};
 	uint64_t first, count;
 
 	cr_assert_eq(cfs_alloc_create(4, &a), 0);
 	log.a = a;
 	cr_assert_eq(cfs_alloc_get(a, 0, 4, &first, &count), 0);
 	cfs_alloc_free(a, 1, 2, 7);
-	cr_assert_eq(cfs_alloc_commit_done(a, 7, discard_cb, &log), 2);
+	cr_assert_eq(cfs_alloc_commit_done(a, 7, true), 2);
+	cr_assert_eq(log.n, 0); /* released at once, discarded by a later pass */
+	cr_assert_eq(cfs_alloc_discard_some(a, 64, discard_cb, &log), 0);
 	cr_assert_eq(log.n, 1);
 	cr_assert_eq(log.first[0], 1);
 	cr_assert_eq(log.count[0], 2);
 	cr_assert_eq(log.state_during, -EAGAIN);
 	cr_assert_eq(cfs_alloc_unit_state(a, 1), CFS_ALLOC_STATE_FREE);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+/* A moved chunk frees its source one unit per transaction: neighbours that
+ * become durable together go to the device as one discard, in unit order,
+ * and a gap still splits them. */
+Test(alloc, neighbours_from_different_commits_discard_as_one)
+{
+	struct cfs_alloc *a;
+	struct discard_log log = {.n = 0};
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(16, &a), 0);
+	log.a = a;
+	cr_assert_eq(cfs_alloc_get(a, 0, 16, &first, &count), 0);
+	cfs_alloc_free(a, 5, 1, 12); /* freed out of order, each its own seq */
+	cfs_alloc_free(a, 3, 1, 10);
+	cfs_alloc_free(a, 4, 1, 11);
+	cfs_alloc_free(a, 9, 2, 13);  /* unit 8 stays used: a gap */
+	cfs_alloc_free(a, 14, 1, 20); /* not durable yet */
+	cr_assert_eq(cfs_alloc_commit_done(a, 13, true), 5);
+	cr_assert_eq(cfs_alloc_discard_some(a, 64, discard_cb, &log), 0);
+	cr_assert_eq(log.n, 2);
+	cr_assert_eq(log.first[0], 3);
+	cr_assert_eq(log.count[0], 3);
+	cr_assert_eq(log.first[1], 9);
+	cr_assert_eq(log.count[1], 2);
+	cr_assert_eq(log.state_during, -EAGAIN);
+	cr_assert_eq(cfs_alloc_unit_state(a, 8), CFS_ALLOC_STATE_USED);
+	cr_assert_eq(cfs_alloc_unit_state(a, 14), CFS_ALLOC_STATE_BUSY);
+	check_counts(a);
+	cr_assert_eq(cfs_alloc_commit_done(a, 20, true), 1);
+	cr_assert_eq(cfs_alloc_discard_some(a, 64, discard_cb, &log), 0);
+	cr_assert_eq(log.n, 3);
+	cr_assert_eq(log.first[2], 14);
+	check_counts(a);
+	cfs_alloc_destroy(a);
+}
+
+/* As discard_cb, but only looks: the units being discarded are not FREE. */
+static void discard_look_cb(void *arg, uint64_t first, uint64_t count)
+{
+	struct discard_log *log = arg;
+
+	log->first[log->n] = first;
+	log->count[log->n] = count;
+	log->n++;
+	for (uint64_t u = first; u < first + count; u++)
+		cr_assert_neq(cfs_alloc_unit_state(log->a, u), CFS_ALLOC_STATE_FREE);
+}
+
+/* Released units are allocatable before their discard; the pass skips the
+ * ones allocated again (their new owner's data must not be discarded) and
+ * does no more than its budget at a time. */
+Test(alloc, discard_pass_skips_reused_units_and_keeps_its_budget)
+{
+	struct cfs_alloc *a;
+	struct discard_log log = {.n = 0};
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(16, &a), 0);
+	log.a = a;
+	cr_assert_eq(cfs_alloc_get(a, 0, 16, &first, &count), 0);
+	cfs_alloc_free(a, 2, 10, 5);
+	cr_assert_eq(cfs_alloc_commit_done(a, 5, true), 10);
+	cr_assert_eq(cfs_alloc_unit_state(a, 4), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_alloc_reserve(a, 4, 2), 0); /* taken again before the pass */
+	cr_assert_eq(cfs_alloc_discard_some(a, 3, discard_look_cb, &log), 5); /* 7-11 */
+	cr_assert_eq(log.n, 2); /* 2-3, then 6 (the budget of 3 ends there) */
+	cr_assert_eq(log.first[0], 2);
+	cr_assert_eq(log.count[0], 2);
+	cr_assert_eq(log.first[1], 6);
+	cr_assert_eq(log.count[1], 1);
+	cr_assert_eq(cfs_alloc_discard_some(a, 64, discard_look_cb, &log), 0);
+	cr_assert_eq(log.n, 3);
+	cr_assert_eq(log.first[2], 7);
+	cr_assert_eq(log.count[2], 5);
+	cr_assert_eq(cfs_alloc_unit_state(a, 4), CFS_ALLOC_STATE_USED);
+	cr_assert_eq(cfs_alloc_unit_state(a, 9), CFS_ALLOC_STATE_FREE);
+	cr_assert_eq(cfs_alloc_discard_some(a, 64, discard_look_cb, &log), 0);
+	cr_assert_eq(log.n, 3);
 	check_counts(a);
 	cfs_alloc_destroy(a);
 }
@@ -246,10 +330,11 @@ Test(alloc, large_region_random_churn)
 	for (int i = 0; i < 20000; i++) {
 		if (n < 4096 && (rand() % 3 || n == 0)) {
 			uint64_t f, c;
-			int ret = cfs_alloc_get(a, (uint64_t)rand() % units, 1 + rand() % 64, &f, &c);
+			int ret =
+				cfs_alloc_get(a, (uint64_t)rand() % units, 1 + rand() % 64, &f, &c);
 
 			if (ret == -EAGAIN) {
-				cfs_alloc_commit_done(a, seq, NULL, NULL);
+				cfs_alloc_commit_done(a, seq, false);
 				continue;
 			}
 			cr_assert_eq(ret, 0);
@@ -269,7 +354,7 @@ Test(alloc, large_region_random_churn)
 	}
 	for (int k = 0; k < n; k++)
 		cfs_alloc_free(a, firsts[k], counts[k], 0);
-	cfs_alloc_commit_done(a, UINT64_MAX, NULL, NULL);
+	cfs_alloc_commit_done(a, UINT64_MAX, false);
 	{
 		struct cfs_alloc_stat st;
 

@@ -192,7 +192,7 @@ Test(piece, busy_until_durable, .init = setup, .fini = teardown)
 	cfs_alloc_stat(alloc, &as);
 	cr_assert_eq(as.used_units, 0);
 	cr_assert_eq(as.busy_units, 1);
-	cr_assert_eq(cfs_alloc_commit_done(alloc, 9, NULL, NULL), 1);
+	cr_assert_eq(cfs_alloc_commit_done(alloc, 9, false), 1);
 	cfs_pieces_stat(pieces, &st);
 	cr_assert_eq(st.units, 0);
 	cr_assert_eq(st.busy_bytes, 0);
@@ -311,7 +311,7 @@ Test(piece, random_against_a_model, .timeout = 60)
 			if (durable >= seq)
 				durable = 0;
 			cfs_pieces_commit_done(pieces, durable);
-			cfs_alloc_commit_done(alloc, durable, NULL, NULL);
+			cfs_alloc_commit_done(alloc, durable, false);
 			for (size_t i = 0; i < n;) {
 				if (h[i].seq && h[i].seq <= durable) {
 					for (uint32_t b = h[i].off / 4096;

@@ -104,8 +104,10 @@ Test(pool, busy_units_come_back_as_pool_units)
 	cfs_pool_free(pool, 201, 2, 7);
 	cr_assert_eq(cfs_pool_unit_state(pool, 201), CFS_ALLOC_STATE_BUSY);
 	discards = 0;
-	cr_assert_eq(cfs_pool_commit_done(pool, 6, discard, NULL), 0);
-	cr_assert_eq(cfs_pool_commit_done(pool, 7, discard, NULL), 2);
+	cr_assert_eq(cfs_pool_commit_done(pool, 6, true), 0);
+	cr_assert_eq(cfs_pool_commit_done(pool, 7, true), 2);
+	cr_assert_eq(discards, 0); /* queued: the commit does not wait for it */
+	cr_assert_eq(cfs_pool_discard_some(pool, 64, discard, NULL), 0);
 	cr_assert_eq(discards, 1);
 	cr_assert_eq(discarded[0][0], 201);
 	cr_assert_eq(discarded[0][1], 2);
@@ -305,7 +307,7 @@ Test(pool, stores_added_and_dropped_while_mounted)
 	cr_assert_eq(cfs_pool_drop_store(pool, 4), -EBUSY);
 	cfs_pool_free(pool, 300, 3, 5);
 	cr_assert_eq(cfs_pool_drop_store(pool, 4), -EBUSY); /* busy until durable */
-	cfs_pool_commit_done(pool, 5, NULL, NULL);
+	cfs_pool_commit_done(pool, 5, false);
 	cfs_pool_set_default(pool, 4);
 	cr_assert_eq(cfs_pool_drop_store(pool, 4), 0);
 	cr_assert_eq(cfs_pool_drop_store(pool, 4), -ENOENT);
