@@ -505,7 +505,7 @@ uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq, bo
 		ready_len += a->busy[i].seq <= durable_seq;
 	if (ready_len == 0)
 		goto out_unlock;
-	ready = malloc(ready_len * sizeof(*ready));
+	ready = queue_discards ? malloc(ready_len * sizeof(*ready)) : NULL; /* NULL: not queued */
 	ready_len = 0;
 	for (size_t i = 0; i < a->busy_len; i++) {
 		struct busy_range b = a->busy[i];
@@ -526,7 +526,7 @@ uint64_t cfs_alloc_commit_done(struct cfs_alloc *alloc, uint64_t durable_seq, bo
 	 * unit per switch) are queued as one range: on an image file each
 	 * discard is a hole punch and a host journal update, whatever its
 	 * length. */
-	if (ready && queue_discards) {
+	if (ready) { /* queue_discards, and memory for the list */
 		ready_len = coalesce(ready, ready_len);
 		for (size_t i = 0; i < ready_len; i++)
 			queue_discard(a, ready[i].first_unit, ready[i].count);

@@ -163,16 +163,33 @@ struct discard_log {
 	int state_during;
 };
 
+static void log_discard(struct discard_log *log, uint64_t first, uint64_t count)
+{
+	log->first[log->n] = first;
+	log->count[log->n] = count;
+	log->n++;
+}
+
+/* Records the discard and tries to allocate its units (nothing else may be
+ * free: the allocation would take other units). */
 static void discard_cb(void *arg, uint64_t first, uint64_t count)
 {
 	struct discard_log *log = arg;
 	uint64_t f, c;
 
-	log->first[log->n] = first;
-	log->count[log->n] = count;
-	log->n++;
+	log_discard(log, first, count);
 	/* While the device discards, nobody may get these units. */
 	log->state_during = cfs_alloc_get(log->a, first, count, &f, &c);
+}
+
+/* Records the discard and only looks: the units being discarded are not FREE. */
+static void discard_look_cb(void *arg, uint64_t first, uint64_t count)
+{
+	struct discard_log *log = arg;
+
+	log_discard(log, first, count);
+	for (uint64_t u = first; u < first + count; u++)
+		cr_assert_neq(cfs_alloc_unit_state(log->a, u), CFS_ALLOC_STATE_FREE);
 }
 
 Test(alloc, discard_before_free)
@@ -231,18 +248,6 @@ Test(alloc, neighbours_from_different_commits_discard_as_one)
 	cr_assert_eq(log.first[2], 14);
 	check_counts(a);
 	cfs_alloc_destroy(a);
-}
-
-/* As discard_cb, but only looks: the units being discarded are not FREE. */
-static void discard_look_cb(void *arg, uint64_t first, uint64_t count)
-{
-	struct discard_log *log = arg;
-
-	log->first[log->n] = first;
-	log->count[log->n] = count;
-	log->n++;
-	for (uint64_t u = first; u < first + count; u++)
-		cr_assert_neq(cfs_alloc_unit_state(log->a, u), CFS_ALLOC_STATE_FREE);
 }
 
 /* Released units are allocatable before their discard; the pass skips the
