@@ -439,6 +439,7 @@ static bool guard_pass(struct cfs_inode *inode, uint64_t a, uint64_t b, uint8_t 
 	atomic_fetch_add(&inode->guard_writers[g], 1);
 	if (guard_overlaps(inode, a, b)) {
 		atomic_fetch_sub(&inode->guard_writers[g], 1);
+		atomic_store(&inode->guard_refused, true);
 		return false;
 	}
 	*gen = (uint8_t)g;

@@ -11,7 +11,8 @@
  *      reserved one through the mover's own queue, MOVE_PIECES pieces in
  *      flight, every one finished before the switch;
  *   3. switch (cfs_ns_move_switch: remap + one transaction, old unit freed
- *      as unmapped units are) and ask for a commit without waiting;
+ *      as unmapped units are); every MOVE_COMMIT_UNITS switches, or when
+ *      a write waited for the guard, ask for a commit without waiting;
  *   4. the guard leaves each switched unit once the durable sequence has
  *      passed its switch (the next unit's step 1 looks), oldest first.
  * Reads never wait: until the switch they read the old unit, which holds
@@ -22,6 +23,9 @@
  * every store first). Reserved units are in no map: mount frees them. The
  * placement record (store = target, from = source) makes the next mount
  * queue the move again (cfs_mover_start).
+ *
+ * While a move is queued or running, the committer's discards wait
+ * (hold_discards).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +59,12 @@ _Static_assert(MOVE_PIECES <= MOVE_QUEUE_DEPTH, "a piece never waits for a queue
  * order: the guard starts at the oldest of them. Past this many the mover
  * waits for a commit. */
 #define MOVE_PENDING_MAX 64u
+/* The mover asks for a commit after this many switches: every commit
+ * flushes the stores twice, and one per switched unit kept them flushing
+ * for as long as the copy ran (bench/README.md, pool-move). A write that
+ * waits for a switched unit asks at once (inode->guard_refused). */
+#define MOVE_COMMIT_UNITS 16u
+_Static_assert(MOVE_COMMIT_UNITS < MOVE_PENDING_MAX, "asked for before the mover must wait");
 /* A rate-limited or paused mover looks at its requests this often. */
 #define MOVE_NAP_NS 50000000ull
 
@@ -131,6 +141,7 @@ static struct mover {
 	struct piece pieces[MOVE_PIECES];
 	uint64_t bucket_start_ns; /* the rate's token bucket */
 	uint64_t bucket_bytes;
+	bool holding_discards; /* hold_discards() */
 } mv = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 #define FS() (mv.d->fs)
@@ -516,10 +527,15 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 	const struct cfs_extent_geom *g = &FS()->geom;
 	struct pending_switch pending[MOVE_PENDING_MAX]; /* a ring, oldest first */
 	unsigned pending_head = 0, pending_count = 0;
+	unsigned unasked = 0; /* switches no commit was asked for yet */
 	bool guarded = false;
 	enum stop_why why = GO_ON;
 	uint64_t started = now_ns();
 
+	atomic_store(&inode->guard_refused, false);
+	/* The placement record durable soon, not 16 units later: a crash
+	 * from then on resumes the move instead of forgetting it. */
+	cfs_journal_kick(FS());
 	mv.bucket_start_ns = started;
 	mv.bucket_bytes = 0;
 	for (uint64_t i = 0; i < c->away; i++) {
@@ -579,7 +595,13 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 		}
 		pending[(pending_head + pending_count++) % MOVE_PENDING_MAX] =
 			(struct pending_switch){seq, fu << g->unit_shift};
-		cfs_journal_kick(FS()); /* group commit: not waited for here */
+		/* A commit every MOVE_COMMIT_UNITS switches, not waited for
+		 * here; at once when a write waits for the guard. */
+		if (++unasked >= MOVE_COMMIT_UNITS ||
+		    atomic_exchange(&inode->guard_refused, false)) {
+			cfs_journal_kick(FS());
+			unasked = 0;
+		}
 		pthread_mutex_lock(&mv.lock);
 		m->done_bytes += g->unit_bytes;
 		m->moving_ns += now_ns() - started;
@@ -691,6 +713,23 @@ out:
 	cfs_ns_unpin(FS(), nv.inode);
 }
 
+/* Discards wait while moves run: a move frees on its source as much as it
+ * copies, and the discards of those units (hole punches that the host may
+ * turn into device discards) took the disk from the copy. They run when the
+ * last queued move has ended (or is paused). */
+static void hold_discards(bool hold)
+{
+	if (hold == mv.holding_discards)
+		return;
+	mv.holding_discards = hold;
+	if (hold) {
+		cfs_pool_hold_discards(FS()->pool);
+	} else {
+		cfs_pool_release_discards(FS()->pool);
+		cfs_journal_kick(FS()); /* the committer's passes go on */
+	}
+}
+
 static void *mover_thread(void *arg)
 {
 	struct cfs_ioq_config cfg = {.depth = MOVE_QUEUE_DEPTH};
@@ -717,9 +756,11 @@ static void *mover_thread(void *arg)
 			if (m->state == MS_QUEUED || m->state == MS_CANCELLING)
 				next = m;
 		if (!next) {
+			hold_discards(false);
 			pthread_cond_wait(&mv.wake, &mv.lock);
 			continue;
 		}
+		hold_discards(true);
 		next->state = next->cancelling ? MS_CANCELLING : MS_MOVING;
 		pthread_mutex_unlock(&mv.lock);
 		run_move(next);
@@ -734,6 +775,7 @@ static void *mover_thread(void *arg)
 			free(next);
 		}
 	}
+	hold_discards(false);
 	pthread_mutex_unlock(&mv.lock);
 	return NULL;
 }

@@ -179,6 +179,9 @@ struct cfs_inode {
 	_Atomic uint64_t guard_hi_bytes;   /* [atomic] */
 	_Atomic uint32_t guard_gen;	   /* [atomic] 0 or 1 */
 	_Atomic uint32_t guard_writers[2]; /* [atomic] device writes in flight */
+	/* A write found the guard in its way: the mover then asks for the
+	 * commit its switched units wait for now, not a batch later. */
+	_Atomic bool guard_refused; /* [atomic] */
 };
 
 /* Attributes as the FUSE layer needs them (it converts to struct stat). */

@@ -48,6 +48,7 @@ struct cfs_pool {
 	_Atomic uint32_t default_store;		       /* CFS_STORE_NONE: most free */
 	uint32_t unit_bytes;			       /* 0 on RAM mounts */
 	uint32_t piece_min;			       /* 0: no pieces (piece.h) */
+	_Atomic uint32_t discard_holds;		       /* cfs_pool_hold_discards() */
 };
 
 /* ---- assembling ------------------------------------------------------------------ */
@@ -862,6 +863,8 @@ uint64_t cfs_pool_discard_some(struct cfs_pool *pool, uint64_t budget_units,
 {
 	uint64_t left = 0;
 
+	if (atomic_load(&pool->discard_holds))
+		return 0; /* the queue waits for cfs_pool_release_discards() */
 	pthread_rwlock_rdlock(&pool->lock);
 	for (unsigned i = 0; i < pool->count; i++) {
 		struct discard_shift d = {discard, arg, pool->store[i]->unit_base};
@@ -872,6 +875,18 @@ uint64_t cfs_pool_discard_some(struct cfs_pool *pool, uint64_t budget_units,
 	}
 	pthread_rwlock_unlock(&pool->lock);
 	return left;
+}
+
+void cfs_pool_hold_discards(struct cfs_pool *pool)
+{
+	atomic_fetch_add(&pool->discard_holds, 1);
+}
+
+void cfs_pool_release_discards(struct cfs_pool *pool)
+{
+	uint32_t was = atomic_fetch_sub(&pool->discard_holds, 1);
+
+	CFS_ASSERT(was > 0);
 }
 
 void cfs_pool_stat(struct cfs_pool *pool, struct cfs_alloc_stat *st)

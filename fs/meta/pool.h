@@ -199,6 +199,13 @@ uint64_t cfs_pool_commit_done(struct cfs_pool *pool, uint64_t durable_seq, bool 
 uint64_t cfs_pool_discard_some(struct cfs_pool *pool, uint64_t budget_units,
 			       void (*discard)(void *arg, uint64_t first_unit, uint64_t count),
 			       void *arg);
+/* While a hold is taken, cfs_pool_discard_some() discards nothing and
+ * answers 0: the queued units stay free (allocatable), only their discard
+ * waits. The mover holds discards while it copies (fs/POOLS.md): a move
+ * frees as much as it copies, and its discards shared the disk with the
+ * copy. Whoever releases the last hold kicks the committer. */
+void cfs_pool_hold_discards(struct cfs_pool *pool);
+void cfs_pool_release_discards(struct cfs_pool *pool);
 /* Totals of every store (statfs). */
 void cfs_pool_stat(struct cfs_pool *pool, struct cfs_alloc_stat *st);
 /* CFS_ALLOC_STATE_* of one pool unit, -ERANGE outside every store. */

@@ -115,6 +115,35 @@ Test(pool, busy_units_come_back_as_pool_units)
 	cfs_pool_destroy(pool);
 }
 
+Test(pool, held_discards_wait_and_their_units_stay_free)
+{
+	struct cfs_pool *pool;
+	struct cfs_sb sb;
+	uint64_t first, count;
+
+	make_sb0(&sb);
+	cr_assert_eq(cfs_pool_create(&sb, NULL, 0, &pool), 0);
+	cr_assert_eq(cfs_pool_get(pool, 3, CFS_ALLOC_NO_HINT, 4, &first, &count), 0);
+	cfs_pool_free(pool, 201, 2, 7);
+	cr_assert_eq(cfs_pool_commit_done(pool, 7, true), 2);
+	discards = 0;
+	cfs_pool_hold_discards(pool);
+	cfs_pool_hold_discards(pool); /* two holders */
+	/* Nothing discarded, nothing said to be left (the committer would spin). */
+	cr_assert_eq(cfs_pool_discard_some(pool, 64, discard, NULL), 0);
+	cr_assert_eq(discards, 0);
+	cr_assert_eq(cfs_pool_unit_state(pool, 201), CFS_ALLOC_STATE_FREE);
+	cfs_pool_release_discards(pool);
+	cr_assert_eq(cfs_pool_discard_some(pool, 64, discard, NULL), 0);
+	cr_assert_eq(discards, 0);
+	cfs_pool_release_discards(pool);
+	cr_assert_eq(cfs_pool_discard_some(pool, 64, discard, NULL), 0);
+	cr_assert_eq(discards, 1);
+	cr_assert_eq(discarded[0][0], 201);
+	cr_assert_eq(discarded[0][1], 2);
+	cfs_pool_destroy(pool);
+}
+
 Test(pool, names_states_and_the_default)
 {
 	struct cfs_pool_store_info info;
