@@ -91,7 +91,8 @@ static void discard(void *arg, uint64_t first, uint64_t count)
 	discards++;
 }
 
-Test(pool, busy_units_come_back_as_pool_units)
+/* A pool whose units 201-202 (store 3) were freed by the record of seq 7. */
+static struct cfs_pool *pool_with_busy_units(void)
 {
 	struct cfs_pool *pool;
 	struct cfs_sb sb;
@@ -102,6 +103,13 @@ Test(pool, busy_units_come_back_as_pool_units)
 	cr_assert_eq(cfs_pool_get(pool, 3, CFS_ALLOC_NO_HINT, 4, &first, &count), 0);
 	cr_assert_eq(first, 200);
 	cfs_pool_free(pool, 201, 2, 7);
+	return pool;
+}
+
+Test(pool, busy_units_come_back_as_pool_units)
+{
+	struct cfs_pool *pool = pool_with_busy_units();
+
 	cr_assert_eq(cfs_pool_unit_state(pool, 201), CFS_ALLOC_STATE_BUSY);
 	discards = 0;
 	cr_assert_eq(cfs_pool_commit_done(pool, 6, true), 0);
@@ -117,14 +125,8 @@ Test(pool, busy_units_come_back_as_pool_units)
 
 Test(pool, held_discards_wait_and_their_units_stay_free)
 {
-	struct cfs_pool *pool;
-	struct cfs_sb sb;
-	uint64_t first, count;
+	struct cfs_pool *pool = pool_with_busy_units();
 
-	make_sb0(&sb);
-	cr_assert_eq(cfs_pool_create(&sb, NULL, 0, &pool), 0);
-	cr_assert_eq(cfs_pool_get(pool, 3, CFS_ALLOC_NO_HINT, 4, &first, &count), 0);
-	cfs_pool_free(pool, 201, 2, 7);
 	cr_assert_eq(cfs_pool_commit_done(pool, 7, true), 2);
 	discards = 0;
 	cfs_pool_hold_discards(pool);
