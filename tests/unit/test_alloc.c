@@ -214,18 +214,26 @@ Test(alloc, discard_before_free)
 	cfs_alloc_destroy(a);
 }
 
+/* An allocator of 16 units, all of them used, its discards logged in log. */
+static struct cfs_alloc *all_used(struct discard_log *log)
+{
+	struct cfs_alloc *a;
+	uint64_t first, count;
+
+	cr_assert_eq(cfs_alloc_create(16, &a), 0);
+	log->a = a;
+	cr_assert_eq(cfs_alloc_get(a, 0, 16, &first, &count), 0);
+	return a;
+}
+
 /* A moved chunk frees its source one unit per transaction: neighbours that
  * become durable together go to the device as one discard, in unit order,
  * and a gap still splits them. */
 Test(alloc, neighbours_from_different_commits_discard_as_one)
 {
-	struct cfs_alloc *a;
 	struct discard_log log = {.n = 0};
-	uint64_t first, count;
+	struct cfs_alloc *a = all_used(&log);
 
-	cr_assert_eq(cfs_alloc_create(16, &a), 0);
-	log.a = a;
-	cr_assert_eq(cfs_alloc_get(a, 0, 16, &first, &count), 0);
 	cfs_alloc_free(a, 5, 1, 12); /* freed out of order, each its own seq */
 	cfs_alloc_free(a, 3, 1, 10);
 	cfs_alloc_free(a, 4, 1, 11);
@@ -255,13 +263,9 @@ Test(alloc, neighbours_from_different_commits_discard_as_one)
  * does no more than its budget at a time. */
 Test(alloc, discard_pass_skips_reused_units_and_keeps_its_budget)
 {
-	struct cfs_alloc *a;
 	struct discard_log log = {.n = 0};
-	uint64_t first, count;
+	struct cfs_alloc *a = all_used(&log);
 
-	cr_assert_eq(cfs_alloc_create(16, &a), 0);
-	log.a = a;
-	cr_assert_eq(cfs_alloc_get(a, 0, 16, &first, &count), 0);
 	cfs_alloc_free(a, 2, 10, 5);
 	cr_assert_eq(cfs_alloc_commit_done(a, 5, true), 10);
 	cr_assert_eq(cfs_alloc_unit_state(a, 4), CFS_ALLOC_STATE_FREE);
