@@ -15,7 +15,8 @@ rc=$?
 set -e
 tail -n 3 "$out"
 [ $rc -eq 77 ] && cfs_skip "$(tail -n 1 "$out")"
-[ $rc -eq 0 ] || { tail -n 30 "$out"; cfs_fail "soak failed"; }
+# The daemons' last log lines follow the failure in $out: name it apart.
+[ $rc -eq 0 ] || { tail -n 30 "$out"; cfs_fail "soak failed: $(grep -E '^FAIL' "$out" | tail -n 1)"; }
 ran=$(sed -nE 's/.*soak: ([0-9]+) cycles run.*/\1/p' "$out" | tail -n 1)
 [ "${ran:-0}" -ge 10 ] || cfs_fail "only ${ran:-0} cycles ran"
 cfs_log "ok"
