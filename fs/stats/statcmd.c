@@ -14,7 +14,9 @@
  * Targets: a CHUNK (a file on a chunkfs mount, through any symlink); a
  * MOUNTPOINT or directory on one (every regular file below it, its own mount
  * only, plus a "(all)" row of the mount-wide totals when it is the mount
- * root); nothing: every chunkfs mount in /proc/self/mounts.
+ * root); nothing: every chunkfs mount in /proc/self/mounts (one that cannot
+ * be read is named on stderr and skipped). Files found by a walk that are
+ * deleted before they are read are left out quietly.
  *
  * Reports: the first covers the time since each target's reset_time (since
  * the mount unless reset), like iostat's first report; with -i every further
@@ -25,7 +27,8 @@
  * Exit: 0; 1 usage; 2 some target could not be read or reset.
  */
 #include <errno.h>
-#include <ftw.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <mntent.h>
@@ -55,6 +58,7 @@ struct target {
 	bool root;   /* mount-wide totals */
 	bool have;   /* cur holds a sample */
 	bool failed; /* reported unreadable once */
+	bool found;  /* found by a walk, not named: may vanish quietly */
 	struct cfs_stat_sample *prev, *cur;
 };
 
@@ -98,7 +102,7 @@ static void usage(FILE *f)
 /* ---- targets ------------------------------------------------------------------- */
 
 static int add_target(struct run *r, const char *name, const char *mount, const struct stat *st,
-		      bool root)
+		      bool root, bool found)
 {
 	struct target *t;
 
@@ -132,6 +136,7 @@ static int add_target(struct run *r, const char *name, const char *mount, const 
 	t->dev = st->st_dev;
 	t->ino = st->st_ino;
 	t->root = root;
+	t->found = found;
 	r->n++;
 	return 0;
 }
@@ -153,34 +158,60 @@ static int chunk_stats_readable(const char *path)
 	return getxattr(path, CFS_CS_PREFIX "reads", v, sizeof(v)) >= 0 ? 0 : -errno;
 }
 
-/* nftw has no user argument: the walk in progress. */
-static char **walk_paths;
-static size_t walk_count, walk_cap;
-static int walk_error;
+struct walk {
+	char **paths;
+	size_t count, cap;
+};
 
-static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+static int walk_keep(struct walk *w, const char *path)
 {
-	(void)ftw;
-	if (type != FTW_F || !S_ISREG(st->st_mode))
-		return 0;
-	if (walk_count == walk_cap) {
-		size_t cap = walk_cap ? walk_cap * 2 : 64;
-		char **bigger = realloc(walk_paths, cap * sizeof(*bigger));
+	if (w->count == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		char **bigger = realloc(w->paths, cap * sizeof(*bigger));
 
-		if (!bigger) {
-			walk_error = -ENOMEM;
-			return 1;
-		}
-		walk_paths = bigger;
-		walk_cap = cap;
+		if (!bigger)
+			return -ENOMEM;
+		w->paths = bigger;
+		w->cap = cap;
 	}
-	walk_paths[walk_count] = strdup(path);
-	if (!walk_paths[walk_count]) {
-		walk_error = -ENOMEM;
-		return 1;
-	}
-	walk_count++;
+	w->paths[w->count] = strdup(path);
+	if (!w->paths[w->count])
+		return -ENOMEM;
+	w->count++;
 	return 0;
+}
+
+/*
+ * Every regular file below dir on device dev, symlinks not followed. Not
+ * nftw: a database or another program may delete files and directories
+ * while we walk, and nftw gives up on the whole walk when a directory
+ * vanishes between its listing and its opening. What vanishes is skipped.
+ */
+static int walk_dir(struct walk *w, const char *dir, dev_t dev)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int ret = 0;
+
+	if (!d)
+		return errno == ENOENT || errno == EACCES ? 0 : -errno;
+	while (!ret && (e = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_dev != dev)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			ret = walk_dir(w, path, dev);
+		else if (S_ISREG(st.st_mode))
+			ret = walk_keep(w, path);
+	}
+	closedir(d);
+	return ret;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -191,23 +222,21 @@ static int cmp_str(const void *a, const void *b)
 /* Every regular file below dir (its own filesystem only), sorted by path. */
 static int add_tree(struct run *r, const char *dir, const char *mount)
 {
-	int ret = 0;
+	struct walk w = {0};
+	struct stat st;
+	int ret;
 
-	walk_paths = NULL;
-	walk_count = walk_cap = 0;
-	walk_error = 0;
-	if (nftw(dir, walk_one, 16, FTW_PHYS | FTW_MOUNT) < 0 && !walk_error)
-		walk_error = -errno;
-	qsort(walk_paths, walk_count, sizeof(*walk_paths), cmp_str);
-	for (size_t i = 0; i < walk_count; i++) {
-		struct stat st;
-
-		if (!ret && lstat(walk_paths[i], &st) == 0 && S_ISREG(st.st_mode))
-			ret = add_target(r, walk_paths[i], mount, &st, false);
-		free(walk_paths[i]);
+	if (stat(dir, &st))
+		return -errno;
+	ret = walk_dir(&w, dir, st.st_dev);
+	qsort(w.paths, w.count, sizeof(*w.paths), cmp_str);
+	for (size_t i = 0; i < w.count; i++) {
+		if (!ret && lstat(w.paths[i], &st) == 0 && S_ISREG(st.st_mode))
+			ret = add_target(r, w.paths[i], mount, &st, false, true);
+		free(w.paths[i]);
 	}
-	free(walk_paths);
-	return walk_error ? walk_error : ret;
+	free(w.paths);
+	return ret;
 }
 
 static int add_mount(struct run *r, const char *dir)
@@ -219,7 +248,7 @@ static int add_mount(struct run *r, const char *dir)
 		return -errno;
 	ret = add_tree(r, dir, dir);
 	if (!ret)
-		ret = add_target(r, dir, dir, &st, true);
+		ret = add_target(r, dir, dir, &st, true, false);
 	return ret;
 }
 
@@ -233,9 +262,10 @@ static int add_arg(struct run *r, const char *arg)
 		return -errno;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		if (is_chunkfs_root(arg))
-			return add_mount(r, arg);
-		return add_tree(r, arg, NULL);
+		ret = is_chunkfs_root(arg) ? add_mount(r, arg) : add_tree(r, arg, NULL);
+		if (ret && ret != -ENOMEM && ret != -E2BIG)
+			fprintf(stderr, "chunkfs stat: %s: %s\n", arg, strerror(-ret));
+		return ret;
 	}
 	ret = S_ISREG(st.st_mode) ? chunk_stats_readable(arg) : -ENODATA;
 	if (ret == -ENODATA || ret == -ENOTSUP) {
@@ -246,31 +276,45 @@ static int add_arg(struct run *r, const char *arg)
 		fprintf(stderr, "chunkfs stat: %s: %s\n", arg, strerror(-ret));
 		return ret;
 	}
-	return add_target(r, arg, NULL, &st, false);
+	return add_target(r, arg, NULL, &st, false, false);
 }
 
+/*
+ * Like df: a mount that cannot be read (its daemon killed and the mount not
+ * yet cleaned up: ENOTCONN) is named on stderr and the others are reported;
+ * the exit status says something was missing.
+ */
 static int add_all_mounts(struct run *r)
 {
 	FILE *f = setmntent("/proc/self/mounts", "re");
 	struct mntent *m;
-	int ret = 0, found = 0;
+	int ret = 0, found = 0, read = 0;
 
 	if (!f)
 		return -errno;
-	while ((m = getmntent(f)) && !ret) {
+	while ((m = getmntent(f)) && ret != -ENOMEM && ret != -E2BIG) {
 		/* fuseblk.chunkfs: a block-device store mounted with -o blkdev */
 		if (strcmp(m->mnt_type, "fuse.chunkfs") != 0 &&
 		    strcmp(m->mnt_type, "fuseblk.chunkfs") != 0)
 			continue;
 		found++;
 		ret = add_mount(r, m->mnt_dir);
+		if (!ret)
+			read++;
+		else if (ret != -ENOMEM && ret != -E2BIG) {
+			fprintf(stderr, "chunkfs stat: %s: %s%s\n", m->mnt_dir, strerror(-ret),
+				ret == -ENOTCONN ? " (its daemon is gone: umount it)" : "");
+			r->status = 2;
+		}
 	}
 	endmntent(f);
-	if (!ret && !found) {
+	if (ret == -ENOMEM || ret == -E2BIG)
+		return ret;
+	if (!found) {
 		fprintf(stderr, "chunkfs stat: no chunkfs mounts\n");
 		return -ENOENT;
 	}
-	return ret;
+	return read ? 0 : -EIO;
 }
 
 /* ---- samples --------------------------------------------------------------------- */
@@ -789,6 +833,10 @@ static void sample_all(struct run *r)
 		t->prev = t->cur;
 		t->cur = swap;
 		ret = take_sample(r, t);
+		if (ret == -ENOENT && t->found) {
+			t->have = false; /* deleted since the walk: not an error */
+			continue;
+		}
 		if (ret) {
 			if (!t->failed)
 				fprintf(stderr, "chunkfs stat: %s: %s\n", t->name, strerror(-ret));
@@ -902,13 +950,21 @@ int cfs_statcmd_main(int argc, char **argv)
 	}
 	if (ntargets == 0)
 		ret = add_all_mounts(&r);
-	for (int i = 0; i < ntargets && ret != -ENOMEM; i++)
-		if (add_arg(&r, targets[i]))
+	for (int i = 0; i < ntargets && !ret; i++) {
+		int err = add_arg(&r, targets[i]);
+
+		if (err)
 			r.status = 2;
+		if (err == -ENOMEM || err == -E2BIG)
+			ret = err;
+	}
 	free(targets);
 	if (ret || r.n == 0) {
 		if (ret == -ENOMEM)
 			fprintf(stderr, "chunkfs stat: out of memory\n");
+		else if (ret == -E2BIG)
+			fprintf(stderr, "chunkfs stat: more than %u chunks: name fewer\n",
+				TARGETS_MAX);
 		r.status = 2;
 		goto out_free;
 	}

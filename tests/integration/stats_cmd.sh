@@ -207,6 +207,23 @@ stat_cmd -i 0 "$mnt" >/dev/null 2>&1; [ $? -eq 1 ] || cfs_fail "-i 0"
 stat_cmd --bogus >/dev/null 2>&1; [ $? -eq 1 ] || cfs_fail "unknown option"
 stat_cmd /etc/hostname >/dev/null 2>&1; [ $? -eq 2 ] || cfs_fail "a file not on chunkfs"
 set -e
+
+# Every mount, one of them dead (its daemon killed, the mount left): the
+# live ones reported, the dead one named, exit 2.
+cfs_log "all mounts, one dead"
+cfs_mkfs "$CFS_WORK/dead.img" 64M
+cfs_mount "$CFS_WORK/dead.img" "$CFS_WORK/dead"
+echo x >"$CFS_WORK/dead/f"
+cfs_crash "$CFS_WORK/dead"
+rc=0
+stat_cmd >"$CFS_WORK/all" 2>"$CFS_WORK/all.err" || rc=$?
+cfs_clear_mount "$CFS_WORK/dead"
+cat "$CFS_WORK/all.err"
+[ $rc -eq 2 ] || cfs_fail "chunkfs stat with a dead mount: exit $rc, not 2"
+grep -qF "$CFS_WORK/dead: Transport endpoint is not connected (its daemon is gone: umount it)" \
+	"$CFS_WORK/all.err" || cfs_fail "the dead mount is not named"
+grep -qF "$mnt/dbs/c2" "$CFS_WORK/all" || cfs_fail "the live mount is not listed"
+stats_all "$CFS_WORK/all" "$mnt/dbs/c1" "$mnt/dbs/c2"
 cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_log "ok"
 
