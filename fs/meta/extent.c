@@ -1980,6 +1980,21 @@ bool cfs_extent_is_dirty(const struct cfs_extent_map *map)
 	return atomic_load(&map->dirty_head) != NULL;
 }
 
+/*
+ * [in a read section] Is u the record of the place its file unit maps now?
+ * Not after a relocation: the old place's record waits for its removal and
+ * may still be dirty, but the relocation logged the new place's state, and
+ * a record of the old place logged after it would be replayed onto the new
+ * one (records name the store unit, not the piece: a piece that grew in its
+ * own unit would get the old piece's "all written").
+ */
+static bool rec_is_current(const struct cfs_extent_map *map, const struct xunit *u)
+{
+	struct run r;
+
+	return base_at(top_of(map), u->fu, &r) && r.su == u->su && r.piece == u->piece;
+}
+
 int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, void *arg)
 {
 	struct xunit *u, **full = NULL;
@@ -2005,7 +2020,8 @@ int cfs_extent_collect_dirty(struct cfs_extent_map *map, cfs_extent_unit_fn fn, 
 		/* Clear before reading: a write completing now re-dirties it. */
 		atomic_fetch_and(&u->flags, ~XU_DIRTY);
 		ws = atomic_load(&u->ws);
-		if (!(atomic_load(&u->flags) & XU_DEAD) && ws != WS_SEALED) {
+		if (!(atomic_load(&u->flags) & XU_DEAD) && ws != WS_SEALED &&
+		    rec_is_current(map, u)) {
 			view_unit(map, u->fu, u->su, u->piece, ws, &view);
 			ret = fn(arg, &view);
 			if (ret) {

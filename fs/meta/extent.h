@@ -323,7 +323,9 @@ void cfs_extent_view_bits(const struct cfs_extent_unit_view *view, uint32_t firs
 
 /*
  * [inode lock] Drain the dirty stack: for every record dirtied since the last
- * call and still mapped, call fn with its current state (one unit per view;
+ * call and still the place its file unit maps (not the old place of a
+ * relocation, whose state the relocation's view carried), call fn with its
+ * current state (one unit per view;
  * file-unit order is NOT guaranteed). The dirty mark is cleared before the
  * state is read, so a write completing during the call dirties the record
  * again for the next collect. fn's nonzero return stops the walk; the rest

@@ -1229,3 +1229,45 @@ Test(extent, relocate_in_the_same_unit_keeps_records_apart, .init = setup, .fini
 	cr_assert(w);
 	cr_assert_not(cfs_extent_sector_written(map, 4096));
 }
+
+/*
+ * A piece written whole, then grown into a bigger piece of the same store
+ * unit before the committer collected it: the old record must not be
+ * collected after the relocation. Its view (that store unit, ALL) would be
+ * logged after the relocation's records, and replay would apply it to the
+ * new piece (records name the store unit, not the piece): every sector of
+ * the bigger piece written, the ones never written showing whatever the
+ * unit held before (another file's bytes after a power loss).
+ */
+Test(extent, relocate_drops_the_old_pieces_dirty_record, .init = setup, .fini = teardown)
+{
+	struct cfs_extent_loc a = piece_at(7, 0, 4096), b = piece_at(7, 8 * KIB, 8 * KIB);
+	struct cfs_extent_loc c = piece_at(7, 16 * KIB, 16 * KIB);
+	struct piece_views pv = {0};
+
+	cr_assert_eq(cfs_extent_map_piece(map, 0, &a), 0);
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 4096, dev(7, 0)), 0);
+	cr_assert(cfs_extent_is_dirty(map));
+	cr_assert_eq(cfs_extent_relocate(map, 0, &a, &b, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.n, 1);
+	cr_assert_eq(pv.v[0].piece_offset_bytes, 8 * KIB);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	for (int i = 0; i < pv.n; i++)
+		cr_assert(pv.v[i].piece_offset_bytes == 8 * KIB && pv.v[i].piece_bytes == 8 * KIB,
+			  "collected the old piece (offset %u, %u bytes, state %d)",
+			  pv.v[i].piece_offset_bytes, pv.v[i].piece_bytes, (int)pv.v[i].state);
+	/* The same for a partly written one (a bitmap record). */
+	cr_assert_eq(cfs_extent_mark_written(map, 0, 512, dev(7, 8 * KIB)), 0);
+	cr_assert_eq(cfs_extent_relocate(map, 0, &b, &c, NULL, NULL), 0);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	for (int i = 0; i < pv.n; i++)
+		cr_assert_eq(pv.v[i].piece_offset_bytes, 16 * KIB, "collected the old piece");
+	/* What the new place gets written is still collected. */
+	cr_assert_eq(cfs_extent_mark_written(map, 8 * KIB, 512, dev(7, 24 * KIB)), 0);
+	pv.n = 0;
+	cr_assert_eq(cfs_extent_collect_dirty(map, piece_views_cb, &pv), 0);
+	cr_assert_eq(pv.n, 1);
+	cr_assert_eq(pv.v[0].piece_offset_bytes, 16 * KIB);
+}
