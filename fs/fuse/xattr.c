@@ -38,6 +38,7 @@
 #include "fs/stats/chunkstat.h"
 #include "fs/meta/fs.h"
 #include "fs/meta/namespace.h"
+#include "fs/meta/pool.h"
 #include "fs/fuse/store_xattr.h"
 #include "fs/fuse/xattr.h"
 
@@ -119,7 +120,12 @@ static void fill_root_facts(struct cfs_cs_view *v)
 	cfs_ns_statfs(d->fs, &st);
 	v->source = d->source;
 	v->backend = geo->backend;
-	v->store_bytes = geo->size_bytes;
+	/* The stores' own sizes, not the target's: a pool's target ends at
+	 * the superblock windows routed above every unit (fs/meta/pool.h,
+	 * about 2^62), and keeps them when it is down to one store. */
+	v->store_bytes = cfs_pool_is_multi(d->fs->pool)
+				 ? cfs_pool_size_bytes(d->fs->pool)
+				 : cfs_io_store_geometry(d->io, 0)->size_bytes;
 	v->data_bytes = st.blocks * st.block_bytes;
 	v->free_bytes = st.blocks_free * st.block_bytes;
 	v->block_bytes = (uint32_t)st.block_bytes;

@@ -662,6 +662,17 @@ bool cfs_pool_is_multi(struct cfs_pool *pool)
 	return cfs_pool_count(pool) > 1;
 }
 
+uint64_t cfs_pool_size_bytes(struct cfs_pool *pool)
+{
+	uint64_t sum = 0;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	for (unsigned i = 0; i < pool->count; i++)
+		sum += pool->store[i]->size_bytes;
+	pthread_rwlock_unlock(&pool->lock);
+	return sum;
+}
+
 /* [pool lock] */
 static struct pool_store *by_index(struct cfs_pool *pool, uint32_t index)
 {

@@ -156,6 +156,9 @@ int cfs_pool_drop_store(struct cfs_pool *pool, uint32_t store);
 unsigned cfs_pool_count(struct cfs_pool *pool);
 /* True when the pool has more than one store (placement means something). */
 bool cfs_pool_is_multi(struct cfs_pool *pool);
+/* The sum of the stores' sizes (a store of unknown size counts 0): the
+ * root's user.chunkfs.store_bytes on a pool. */
+uint64_t cfs_pool_size_bytes(struct cfs_pool *pool);
 
 /*
  * Allocate up to want_units contiguous units on store `store` (an index),

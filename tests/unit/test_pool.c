@@ -304,10 +304,13 @@ Test(pool, stores_added_and_dropped_while_mounted)
 
 	make_sb0(&sb);
 	cr_assert_eq(cfs_pool_create(&sb, NULL, 0, &pool), 0);
+	/* Without sources only store 0's size is known. */
+	cr_assert_eq(cfs_pool_size_bytes(pool), sb.store_size_bytes);
 	cfs_uuid_generate(e.uuid);
 	strcpy(e.label, "new0");
 	cr_assert_eq(cfs_pool_add_store(pool, &e, CFS_STORE_JOINING, 7, 1u << 20, "/x"), 0);
 	cr_assert_eq(cfs_pool_count(pool), 4);
+	cr_assert_eq(cfs_pool_size_bytes(pool), sb.store_size_bytes + (1u << 20));
 	/* Listed in index order, with its cfs_io store. */
 	cr_assert_eq(cfs_pool_store_at(pool, 3, &info), 0);
 	cr_assert_eq(info.index, 4);
@@ -341,6 +344,7 @@ Test(pool, stores_added_and_dropped_while_mounted)
 	cfs_pool_commit_done(pool, 5, false);
 	cfs_pool_set_default(pool, 4);
 	cr_assert_eq(cfs_pool_drop_store(pool, 4), 0);
+	cr_assert_eq(cfs_pool_size_bytes(pool), sb.store_size_bytes);
 	cr_assert_eq(cfs_pool_drop_store(pool, 4), -ENOENT);
 	cr_assert_eq(cfs_pool_drop_store(pool, 0), -EINVAL);
 	cr_assert_eq(cfs_pool_count(pool), 3);
