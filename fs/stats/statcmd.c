@@ -686,7 +686,8 @@ struct prom_metric {
 	const char *name;
 	enum prom_kind kind;
 	const char *key;   /* line key (summary: the op prefix, "read") */
-	const char *label; /* extra label (kind="eio"), or NULL */
+	const char *label; /* extra label (error="eio": not "kind", every
+			    * sample has that one), or NULL */
 	const char *help;
 };
 
@@ -711,10 +712,11 @@ static const struct prom_metric prom_metrics[] = {
 	 "fsync latency until the commit was durable."},
 	{"chunkfs_discards_total", P_COUNTER, "discards", NULL, "Punch-hole requests."},
 	{"chunkfs_discard_bytes_total", P_COUNTER, "discard_bytes", NULL, "Bytes punched."},
-	{"chunkfs_errors_total", P_COUNTER, "err_eio", "kind=\"eio\"", "Errors by kind."},
-	{"chunkfs_errors_total", P_COUNTER, "err_enospc", "kind=\"enospc\"", NULL},
-	{"chunkfs_errors_total", P_COUNTER, "err_misaligned", "kind=\"misaligned\"", NULL},
-	{"chunkfs_errors_total", P_COUNTER, "err_other", "kind=\"other\"", NULL},
+	{"chunkfs_errors_total", P_COUNTER, "err_eio", "error=\"eio\"",
+	 "Failed requests by cause (error label)."},
+	{"chunkfs_errors_total", P_COUNTER, "err_enospc", "error=\"enospc\"", NULL},
+	{"chunkfs_errors_total", P_COUNTER, "err_misaligned", "error=\"misaligned\"", NULL},
+	{"chunkfs_errors_total", P_COUNTER, "err_other", "error=\"other\"", NULL},
 	{"chunkfs_short_reads_total", P_COUNTER, "short_reads", NULL,
 	 "O_DIRECT reads cut at the end of the chunk (not errors)."},
 	{"chunkfs_rmw_total", P_COUNTER, "rmw", NULL, "Requests done by read-modify-write."},

@@ -98,6 +98,8 @@ for line in lines:
         m = sample.match(line)
         assert m, "bad sample line: " + line
         name, labels, value = m.groups()
+        names = re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"', labels)
+        assert len(names) == len(set(names)), "a label twice: " + line
         base = re.sub(r"_(sum|count)$", "", name) if types.get(family) == "summary" else name
         assert base == family, f"{name} outside its family {family}"
         float(value)
@@ -114,7 +116,7 @@ assert v("chunkfs_page_writes_total", c1) == "200"
 assert v("chunkfs_fsyncs_total", c1) == "3"
 assert v("chunkfs_read_latency_seconds_count", c1) == "50"
 assert float(v("chunkfs_read_latency_seconds", c1, extra=',quantile="0.99"')) > 0
-assert v("chunkfs_errors_total", c1, extra=',kind="eio"') == "0"
+assert v("chunkfs_errors_total", c1, extra=',error="eio"') == "0"
 assert v("chunkfs_writes_total", mnt, "mount") == "110"
 assert any(n == "chunkfs_info" and 'backend="uring"' in l for n, l in values), "info"
 EOF
