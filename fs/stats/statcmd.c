@@ -18,6 +18,15 @@
  * be read is named on stderr and skipped). Files found by a walk that are
  * deleted before they are read are left out quietly.
  *
+ * Pools (fs/POOLS.md): each chunk's user.chunkfs.store is read with its
+ * line. JSON always carries it, and a "stores" array of per-store sums on
+ * each mount; the table (a store column, a row of sums per store before the
+ * "(all)" row) and Prometheus (a store label, chunkfs_store_* series) show
+ * them for chunks of a pool of several stores only, so a single store's
+ * table and series stay what they were. A chunk's mount is found by its
+ * device: a mount point given or found, else the top of its path on the
+ * same device.
+ *
  * Reports: the first covers the time since each target's reset_time (since
  * the mount unless reset), like iostat's first report; with -i every further
  * report covers the interval, with p99 from the histograms' difference.
@@ -47,6 +56,8 @@
 
 #define TARGETS_MAX 65536u
 #define HIST_TEXT_MAX CFS_CS_TEXT_MAX
+/* Summable keys of a chunk's line (about 50 today). */
+#define SUM_KEYS_MAX 128u
 
 enum format { FMT_TABLE, FMT_JSON, FMT_PROM };
 
@@ -59,7 +70,32 @@ struct target {
 	bool have;   /* cur holds a sample */
 	bool failed; /* reported unreadable once */
 	bool found;  /* found by a walk, not named: may vanish quietly */
+	bool rated;  /* rates holds this report's numbers */
 	struct cfs_stat_sample *prev, *cur;
+	struct cfs_stat_rates rates;
+	struct store_sum *sums; /* a mount root: its chunks summed per store */
+	size_t nsums;
+};
+
+/* The mount a target is on, by device. */
+struct mount_info {
+	dev_t dev;
+	char *root;	/* its mount point */
+	char *stores;	/* user.chunkfs.stores at this report (NULL: unread) */
+	unsigned count; /* lines of stores: more than one for a pool */
+};
+
+/* The chunks of one mount on one store (or on the stores a half-done move
+ * has them on: their label, as the chunk shows it), summed. */
+struct store_sum {
+	char label[CFS_STAT_STORE_TEXT];
+	size_t chunks;
+	struct cfs_stat_rates rates;
+	unsigned nkeys;
+	struct {
+		char name[32];
+		uint64_t value;
+	} key[SUM_KEYS_MAX];
 };
 
 struct run {
@@ -69,6 +105,8 @@ struct run {
 	bool reset;
 	struct target *t;
 	size_t n, cap;
+	struct mount_info *m;
+	size_t nm;
 	int status;
 	char *hist_text; /* scratch for *_hist values */
 };
@@ -100,6 +138,8 @@ static void usage(FILE *f)
 }
 
 /* ---- targets ------------------------------------------------------------------- */
+
+static int note_mount(struct run *r, const char *path, dev_t dev);
 
 static int add_target(struct run *r, const char *name, const char *mount, const struct stat *st,
 		      bool root, bool found)
@@ -138,7 +178,7 @@ static int add_target(struct run *r, const char *name, const char *mount, const 
 	t->root = root;
 	t->found = found;
 	r->n++;
-	return 0;
+	return note_mount(r, name, st->st_dev);
 }
 
 static bool is_chunkfs_root(const char *path)
@@ -156,6 +196,62 @@ static int chunk_stats_readable(const char *path)
 	char v[32];
 
 	return getxattr(path, CFS_CS_PREFIX "reads", v, sizeof(v)) >= 0 ? 0 : -errno;
+}
+
+static struct mount_info *mount_of(const struct run *r, dev_t dev)
+{
+	for (size_t i = 0; i < r->nm; i++)
+		if (r->m[i].dev == dev)
+			return &r->m[i];
+	return NULL;
+}
+
+/* The top directory of path's own device: the mount point. NULL when it
+ * cannot be resolved (then the chunk's mount is unknown: no pool columns). */
+static char *mount_point_of(const char *path, dev_t dev)
+{
+	char *p = realpath(path, NULL);
+	struct stat st;
+
+	while (p) {
+		char *slash = strrchr(p, '/');
+
+		if (!slash || slash == p)
+			break; /* the mount point is "/" or just below */
+		*slash = '\0';
+		if (stat(p, &st) || st.st_dev != dev) {
+			*slash = '/';
+			break;
+		}
+	}
+	if (p && !is_chunkfs_root(p)) {
+		free(p);
+		p = NULL;
+		errno = ENOENT;
+	}
+	return p;
+}
+
+/* Note the mount of a target on dev (found by walking up from path unless
+ * known). Only -ENOMEM fails: an unknown mount just shows no stores. */
+static int note_mount(struct run *r, const char *path, dev_t dev)
+{
+	struct mount_info *bigger;
+	char *root;
+
+	if (mount_of(r, dev))
+		return 0;
+	root = mount_point_of(path, dev);
+	if (!root)
+		return errno == ENOMEM ? -ENOMEM : 0;
+	bigger = realloc(r->m, (r->nm + 1) * sizeof(*bigger));
+	if (!bigger) {
+		free(root);
+		return -ENOMEM;
+	}
+	r->m = bigger;
+	r->m[r->nm++] = (struct mount_info){.dev = dev, .root = root};
+	return 0;
 }
 
 struct walk {
@@ -339,11 +435,46 @@ static int take_sample(struct run *r, struct target *t)
 		return -errno;
 	s->line[n] = '\0';
 	s->have_hist = false;
+	s->store[0] = '\0';
+	if (!t->root) {
+		n = getxattr(t->name, CFS_CS_PREFIX "store", s->store, sizeof(s->store) - 1);
+		s->store[n > 0 ? n : 0] = '\0';
+	}
 	if (r->interval_s > 0 &&
 	    read_hist(t->name, CFS_CS_PREFIX "read_hist", r->hist_text, &s->hist[0]) == 0 &&
 	    read_hist(t->name, CFS_CS_PREFIX "write_hist", r->hist_text, &s->hist[1]) == 0)
 		s->have_hist = true;
 	return 0;
+}
+
+/* The mount's user.chunkfs.stores, one line per store; count 0 when it
+ * cannot be read (a daemon without pools). */
+static void read_stores(struct mount_info *m)
+{
+	ssize_t n = getxattr(m->root, CFS_CS_PREFIX "stores", NULL, 0);
+	char *text;
+
+	m->count = 0;
+	if (n < 0)
+		return;
+	text = realloc(m->stores, (size_t)n + 1);
+	if (!text)
+		return;
+	m->stores = text;
+	/* The probe's text is kept for the read after it (chunkstat.h). */
+	n = getxattr(m->root, CFS_CS_PREFIX "stores", text, (size_t)n);
+	text[n > 0 ? n : 0] = '\0';
+	for (const char *p = text; *p; p++)
+		m->count += *p == '\n';
+}
+
+/* A chunk is shown with its store in the table and Prometheus when its
+ * mount has several stores. */
+static bool on_pool(const struct run *r, const struct target *t)
+{
+	const struct mount_info *m = mount_of(r, t->dev);
+
+	return m && m->count > 1;
 }
 
 /* ---- rates --------------------------------------------------------------------------- */
@@ -407,6 +538,9 @@ int cfs_stat_rates(const struct cfs_stat_sample *after, const struct cfs_stat_sa
 	out->r_await_ms = d[2] ? (double)d[3] / (double)d[2] / 1000.0 : 0;
 	out->w_await_ms = d[6] ? (double)d[7] / (double)d[6] / 1000.0 : 0;
 	out->f_await_ms = d[9] ? (double)d[10] / (double)d[9] / 1000.0 : 0;
+	out->r_lat_n = d[2];
+	out->w_lat_n = d[6];
+	out->f_lat_n = d[9];
 	out->errors = d[11];
 	if (!since_reset && after->have_hist && before->have_hist) {
 		struct cfs_latency_hist *h = malloc(sizeof(*h));
@@ -428,14 +562,193 @@ int cfs_stat_rates(const struct cfs_stat_sample *after, const struct cfs_stat_sa
 	return 0;
 }
 
+/* The mean of two means of na and nb values. */
+static double mean_of(double a, uint64_t na, double b, uint64_t nb)
+{
+	return na + nb ? (a * (double)na + b * (double)nb) / (double)(na + nb) : 0;
+}
+
+void cfs_stat_rates_add(struct cfs_stat_rates *sum, const struct cfs_stat_rates *r)
+{
+	sum->r_await_ms = mean_of(sum->r_await_ms, sum->r_lat_n, r->r_await_ms, r->r_lat_n);
+	sum->w_await_ms = mean_of(sum->w_await_ms, sum->w_lat_n, r->w_await_ms, r->w_lat_n);
+	sum->f_await_ms = mean_of(sum->f_await_ms, sum->f_lat_n, r->f_await_ms, r->f_lat_n);
+	sum->r_lat_n += r->r_lat_n;
+	sum->w_lat_n += r->w_lat_n;
+	sum->f_lat_n += r->f_lat_n;
+	sum->r_s += r->r_s;
+	sum->w_s += r->w_s;
+	sum->f_s += r->f_s;
+	sum->r_mb_s += r->r_mb_s;
+	sum->w_mb_s += r->w_mb_s;
+	sum->inflight += r->inflight;
+	sum->errors += r->errors;
+	sum->size_bytes += r->size_bytes;
+	sum->sum = true;
+}
+
+static bool ends_with(const char *s, const char *end)
+{
+	size_t n = strlen(s), e = strlen(end);
+
+	return n >= e && !strcmp(s + n - e, end);
+}
+
+bool cfs_stat_summable(const char *key)
+{
+	static const char *const whole[] = {"pagesize", "time", "reset_time", "inflight_max"};
+	static const char *const ends[] = {"_min_us", "_max_us", "_avg_us", "_p50_us",
+					   "_p90_us", "_p99_us", "_p999_us"};
+
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++)
+		if (!strcmp(key, whole[i]))
+			return false;
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		if (ends_with(key, ends[i]))
+			return false;
+	return true;
+}
+
+/* ---- per-store sums ---------------------------------------------------------------------- */
+
+/* The next key=value pair of a line from *p: its key into key, *p moved
+ * past it. Returns where the pair starts, NULL when none is left; a key
+ * too long for key is passed over. */
+static const char *next_pair(const char **p, char *key, size_t size)
+{
+	while (**p) {
+		const char *at = *p, *eq = strchr(at, '='), *end;
+
+		if (!eq)
+			return NULL;
+		end = strchr(eq, ' ');
+		*p = end ? end + 1 : eq + strlen(eq);
+		if ((size_t)(eq - at) < size) {
+			memcpy(key, at, (size_t)(eq - at));
+			key[eq - at] = '\0';
+			return at;
+		}
+	}
+	return NULL;
+}
+
+static void sum_keys(struct store_sum *g, const char *line)
+{
+	const char *p = line, *pair;
+	char key[sizeof(g->key[0].name)];
+	uint64_t v;
+
+	while ((pair = next_pair(&p, key, sizeof(key)))) {
+		unsigned k;
+
+		if (!cfs_stat_summable(key) || !cfs_cs_line_u64(pair, key, &v))
+			continue;
+		for (k = 0; k < g->nkeys && strcmp(g->key[k].name, key); k++)
+			;
+		if (k == g->nkeys) {
+			if (k == SUM_KEYS_MAX)
+				continue;
+			memcpy(g->key[k].name, key, sizeof(key));
+			g->key[k].value = 0;
+			g->nkeys++;
+		}
+		g->key[k].value += v;
+	}
+}
+
+/* A summed key's value; false when no chunk had it. */
+static bool sum_get(const struct store_sum *g, const char *key, uint64_t *v)
+{
+	for (unsigned k = 0; k < g->nkeys; k++)
+		if (!strcmp(g->key[k].name, key)) {
+			*v = g->key[k].value;
+			return true;
+		}
+	return false;
+}
+
+static struct store_sum *sum_group(struct target *root, const char *label)
+{
+	struct store_sum *bigger;
+
+	for (size_t i = 0; i < root->nsums; i++)
+		if (!strcmp(root->sums[i].label, label))
+			return &root->sums[i];
+	bigger = realloc(root->sums, (root->nsums + 1) * sizeof(*bigger));
+	if (!bigger)
+		return NULL;
+	root->sums = bigger;
+	bigger = &root->sums[root->nsums++];
+	memset(bigger, 0, sizeof(*bigger));
+	snprintf(bigger->label, sizeof(bigger->label), "%s", label);
+	return bigger;
+}
+
+/*
+ * root's chunks in this report (every target on its device) summed per
+ * store: one group per store of user.chunkfs.stores, in its order (empty
+ * ones too), then one per other label a chunk shows (a half-done move's
+ * "ssd0,hdd0", a store added since). Out of memory: fewer groups.
+ */
+static void sum_stores(struct run *r, struct target *root)
+{
+	const struct mount_info *m = mount_of(r, root->dev);
+	const char *line = m && m->stores ? m->stores : "";
+
+	while (*line) {
+		char label[CFS_STAT_STORE_TEXT];
+
+		/* "LABEL index=... state=..." */
+		snprintf(label, sizeof(label), "%.*s", (int)strcspn(line, " \n"), line);
+		sum_group(root, label);
+		line += strcspn(line, "\n");
+		line += *line == '\n';
+	}
+	for (size_t i = 0; i < r->n; i++) {
+		const struct target *t = &r->t[i];
+		struct store_sum *g;
+
+		if (t->root || !t->rated || t->dev != root->dev || !t->cur->store[0])
+			continue;
+		g = sum_group(root, t->cur->store);
+		if (!g)
+			continue;
+		g->chunks++;
+		cfs_stat_rates_add(&g->rates, &t->rates);
+		sum_keys(g, t->cur->line);
+	}
+}
+
+/* This report's rates of every target, and the sums of every mount root. */
+static void rate_all(struct run *r, bool first)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct target *t = &r->t[i];
+
+		t->rated = t->have && !cfs_stat_rates(t->cur, first ? NULL : t->prev, &t->rates);
+		free(t->sums);
+		t->sums = NULL;
+		t->nsums = 0;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		if (r->t[i].root && r->t[i].rated)
+			sum_stores(r, &r->t[i]);
+}
+
 /* ---- the table --------------------------------------------------------------------------- */
 
 /* The chunk column: as wide as the longest name, within these bounds; a
- * longer name keeps its end (the chunk's own name) after "...". */
+ * longer name keeps its end (the chunk's own name) after "...". The store
+ * column likewise, when there is one. */
 #define NAME_WIDTH_MIN 24
 #define NAME_WIDTH_MAX 60
+#define STORE_WIDTH_MIN 5
+#define STORE_WIDTH_MAX 24
 
-static int name_width = NAME_WIDTH_MIN;
+struct widths {
+	int name;
+	int store; /* 0: no store column */
+};
 
 /* Terminal columns of a name: one per UTF-8 character (a continuation byte
  * takes none). */
@@ -448,31 +761,35 @@ static int name_columns(const char *s)
 	return n;
 }
 
-/* The name in exactly name_width columns: padded, or its last columns after
- * "..." (cut on a character boundary); control characters (a newline in a
- * file name) as '?', so a row stays one line. */
-static void print_name(FILE *f, const char *name)
+/* text in exactly width columns: padded, or its last columns after "..."
+ * (cut on a character boundary); control characters (a newline in a file
+ * name) as '?', so a row stays one line. */
+static void print_cell(FILE *f, const char *text, int width)
 {
-	int cols = name_columns(name), pad = name_width - cols;
+	int cols = name_columns(text), pad = width - cols;
 
-	if (cols > name_width) {
-		int skip = cols - (name_width - 3);
+	if (cols > width) {
+		int skip = cols - (width - 3);
 
 		fputs("...", f);
 		while (skip > 0) { /* past one byte; a lead byte ends a character */
-			name++;
-			skip -= ((unsigned char)*name & 0xc0) != 0x80;
+			text++;
+			skip -= ((unsigned char)*text & 0xc0) != 0x80;
 		}
 		pad = 0;
 	}
-	for (; *name; name++)
-		fputc((unsigned char)*name < 0x20 || *name == 0x7f ? '?' : *name, f);
+	for (; *text; text++)
+		fputc((unsigned char)*text < 0x20 || *text == 0x7f ? '?' : *text, f);
 	fprintf(f, "%*s", pad, "");
 }
 
-void cfs_stat_print_header(FILE *f)
+static void print_header(FILE *f, const struct widths *w)
 {
-	print_name(f, "chunk");
+	print_cell(f, "chunk", w->name);
+	if (w->store) {
+		fputc(' ', f);
+		print_cell(f, "store", w->store);
+	}
 	fprintf(f, " %9s %8s %8s %8s %9s %8s %8s %8s %8s %8s %6s %6s %5s %7s\n", "r/s", "rMB/s",
 		"r_await", "r_p99", "w/s", "wMB/s", "w_await", "w_p99", "fsync/s", "f_await",
 		"inflt", "maxq", "err", "size");
@@ -494,59 +811,107 @@ static void human_size(uint64_t bytes, char *buf, size_t size)
 		snprintf(buf, size, v < 10 ? "%.1f%c" : "%.0f%c", v, units[u]);
 }
 
-void cfs_stat_print_row(FILE *f, const char *name, const struct cfs_stat_rates *r)
+/* A row; store is ignored without a store column. A sum has no
+ * percentiles and no maximum queue: "-". */
+static void print_row(FILE *f, const struct widths *w, const char *name, const char *store,
+		      const struct cfs_stat_rates *r)
 {
-	char size[16];
+	char size[16], r_p99[24] = "-", w_p99[24] = "-", maxq[24] = "-";
 
 	if (r->root)
 		snprintf(size, sizeof(size), "-");
 	else
 		human_size(r->size_bytes, size, sizeof(size));
-	print_name(f, name);
+	if (!r->sum) {
+		snprintf(r_p99, sizeof(r_p99), "%.2f", r->r_p99_ms);
+		snprintf(w_p99, sizeof(w_p99), "%.2f", r->w_p99_ms);
+		snprintf(maxq, sizeof(maxq), "%" PRIu64, r->inflight_max);
+	}
+	print_cell(f, name, w->name);
+	if (w->store) {
+		fputc(' ', f);
+		print_cell(f, store, w->store);
+	}
 	fprintf(f,
-		" %9.1f %8.2f %8.2f %8.2f %9.1f %8.2f %8.2f %8.2f %8.1f %8.2f %6" PRIu64
-		" %6" PRIu64 " %5" PRIu64 " %7s\n",
-		r->r_s, r->r_mb_s, r->r_await_ms, r->r_p99_ms, r->w_s, r->w_mb_s, r->w_await_ms,
-		r->w_p99_ms, r->f_s, r->f_await_ms, r->inflight, r->inflight_max, r->errors, size);
+		" %9.1f %8.2f %8.2f %8s %9.1f %8.2f %8.2f %8s %8.1f %8.2f %6" PRIu64
+		" %6s %5" PRIu64 " %7s\n",
+		r->r_s, r->r_mb_s, r->r_await_ms, r_p99, r->w_s, r->w_mb_s, r->w_await_ms, w_p99,
+		r->f_s, r->f_await_ms, r->inflight, maxq, r->errors, size);
 }
 
-static const char *row_name(const struct target *t, char *buf, size_t size)
+static void widen(int *width, const char *text, int min, int max)
 {
-	if (!t->root)
-		return t->name;
-	snprintf(buf, size, "%s (all)", t->name);
-	return buf;
+	int cols = name_columns(text);
+
+	if (*width < min)
+		*width = min;
+	if (cols > *width)
+		*width = cols > max ? max : cols;
+}
+
+/* One row: its widths into measure, or printed in w's when measure is NULL. */
+static void table_row(const struct widths *w, struct widths *measure, const char *name,
+		      const char *store, const struct cfs_stat_rates *rates)
+{
+	if (!measure) {
+		print_row(stdout, w, name, store, rates);
+		return;
+	}
+	widen(&measure->name, name, NAME_WIDTH_MIN, NAME_WIDTH_MAX);
+	if (measure->store)
+		widen(&measure->store, store, STORE_WIDTH_MIN, STORE_WIDTH_MAX);
+}
+
+/*
+ * The rows of a report in target order: each chunk, and for a mount point
+ * of a pool its chunks' sums per store ("MOUNT (N chunks)") before its
+ * "MOUNT (all)" row. With measure, the widths the rows need instead.
+ */
+static void table_rows(const struct run *r, const struct widths *w, struct widths *measure)
+{
+	char name[PATH_MAX + 32];
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct target *t = &r->t[i];
+
+		if (!t->rated)
+			continue;
+		if (!t->root) {
+			table_row(w, measure, t->name, t->cur->store[0] ? t->cur->store : "-",
+				  &t->rates);
+			continue;
+		}
+		for (size_t g = 0; on_pool(r, t) && g < t->nsums; g++) {
+			const struct store_sum *sum = &t->sums[g];
+
+			snprintf(name, sizeof(name), "%s (%zu chunk%s)", t->name, sum->chunks,
+				 sum->chunks == 1 ? "" : "s");
+			table_row(w, measure, name, sum->label, &sum->rates);
+		}
+		snprintf(name, sizeof(name), "%s (all)", t->name);
+		table_row(w, measure, name, "-", &t->rates);
+	}
 }
 
 static void print_table(struct run *r, bool first, double interval_s)
 {
-	char when[64], name[PATH_MAX + 8];
+	struct widths w = {NAME_WIDTH_MIN, 0};
+	char when[64];
 	time_t now = time(NULL);
 	struct tm tm;
-	int width = NAME_WIDTH_MIN;
 
-	for (size_t i = 0; i < r->n; i++) {
-		int len = name_columns(row_name(&r->t[i], name, sizeof(name)));
-
-		if (len > width)
-			width = len > NAME_WIDTH_MAX ? NAME_WIDTH_MAX : len;
-	}
-	name_width = width;
+	for (size_t i = 0; i < r->n; i++)
+		if (r->t[i].rated && on_pool(r, &r->t[i]))
+			w.store = STORE_WIDTH_MIN;
+	table_rows(r, NULL, &w);
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 	if (first)
 		printf("%s  since reset\n", when);
 	else
 		printf("%s  interval %.2f s\n", when, interval_s);
-	cfs_stat_print_header(stdout);
-	for (size_t i = 0; i < r->n; i++) {
-		struct target *t = &r->t[i];
-		struct cfs_stat_rates rates;
-
-		if (!t->have || cfs_stat_rates(t->cur, first ? NULL : t->prev, &rates))
-			continue;
-		cfs_stat_print_row(stdout, row_name(t, name, sizeof(name)), &rates);
-	}
+	print_header(stdout, &w);
+	table_rows(r, &w, NULL);
 	printf("\n");
 }
 
@@ -586,36 +951,64 @@ static bool is_decimal(const char *s)
 /* Every key=value of the line: numbers as JSON numbers, text as strings. */
 static void json_counters(FILE *f, const char *line)
 {
-	const char *p = line;
+	const char *p = line, *pair;
+	char key[64], value[CFS_CS_TEXT_MAX / 4];
 	bool first = true;
 
 	fputc('{', f);
-	while (*p) {
-		const char *eq = strchr(p, '='), *end;
-		char key[64], value[CFS_CS_TEXT_MAX / 4];
-
-		if (!eq)
-			break;
-		end = strchr(eq, ' ');
-		if (!end)
-			end = eq + strlen(eq);
-		if ((size_t)(eq - p) < sizeof(key)) {
-			memcpy(key, p, (size_t)(eq - p));
-			key[eq - p] = '\0';
-			if (cfs_cs_line_get(p, key, value, sizeof(value))) {
-				fprintf(f, "%s", first ? "" : ",");
-				json_string(f, key);
-				fputc(':', f);
-				if (is_decimal(value))
-					fputs(value, f);
-				else
-					json_string(f, value);
-				first = false;
-			}
-		}
-		p = *end ? end + 1 : end;
+	while ((pair = next_pair(&p, key, sizeof(key)))) {
+		if (!cfs_cs_line_get(pair, key, value, sizeof(value)))
+			continue;
+		fprintf(f, "%s", first ? "" : ",");
+		json_string(f, key);
+		fputc(':', f);
+		if (is_decimal(value))
+			fputs(value, f);
+		else
+			json_string(f, value);
+		first = false;
 	}
 	fputc('}', f);
+}
+
+/* A sum's percentiles and period do not exist: null. */
+static void json_rates(FILE *f, const struct cfs_stat_rates *x)
+{
+	char seconds[32] = "null", r_p99[32] = "null", w_p99[32] = "null";
+
+	if (!x->sum) {
+		snprintf(seconds, sizeof(seconds), "%.6f", x->seconds);
+		snprintf(r_p99, sizeof(r_p99), "%.3f", x->r_p99_ms);
+		snprintf(w_p99, sizeof(w_p99), "%.3f", x->w_p99_ms);
+	}
+	fprintf(f,
+		"{\"seconds\":%s,\"r_s\":%.3f,\"r_mb_s\":%.6f,\"r_await_ms\":%.3f,"
+		"\"r_p99_ms\":%s,\"w_s\":%.3f,\"w_mb_s\":%.6f,\"w_await_ms\":%.3f,"
+		"\"w_p99_ms\":%s,\"fsync_s\":%.3f,\"f_await_ms\":%.3f,\"errors\":%" PRIu64 "}",
+		seconds, x->r_s, x->r_mb_s, x->r_await_ms, r_p99, x->w_s, x->w_mb_s, x->w_await_ms,
+		w_p99, x->f_s, x->f_await_ms, x->errors);
+}
+
+/* A mount's "stores": its chunks' sums per store. */
+static void json_stores(FILE *f, const struct target *t)
+{
+	fputs(",\"stores\":[", f);
+	for (size_t g = 0; g < t->nsums; g++) {
+		const struct store_sum *sum = &t->sums[g];
+
+		fprintf(f, "%s{\"label\":", g ? "," : "");
+		json_string(f, sum->label);
+		fprintf(f, ",\"chunks\":%zu,\"counters\":{", sum->chunks);
+		for (unsigned k = 0; k < sum->nkeys; k++) {
+			fputs(k ? "," : "", f);
+			json_string(f, sum->key[k].name);
+			fprintf(f, ":%" PRIu64, sum->key[k].value);
+		}
+		fputs("},\"rates\":", f);
+		json_rates(f, &sum->rates);
+		fputc('}', f);
+	}
+	fputc(']', f);
 }
 
 static void print_json(struct run *r, bool first)
@@ -628,9 +1021,8 @@ static void print_json(struct run *r, bool first)
 	       now.tv_nsec / 1000, first ? "true" : "false");
 	for (size_t i = 0; i < r->n; i++) {
 		struct target *t = &r->t[i];
-		struct cfs_stat_rates x;
 
-		if (!t->have || cfs_stat_rates(t->cur, first ? NULL : t->prev, &x))
+		if (!t->rated)
 			continue;
 		printf("%s{\"path\":", any ? "," : "");
 		json_string(stdout, t->name);
@@ -639,15 +1031,20 @@ static void print_json(struct run *r, bool first)
 			json_string(stdout, t->mount);
 		else
 			printf("null");
+		if (!t->root) {
+			printf(",\"store\":");
+			if (t->cur->store[0])
+				json_string(stdout, t->cur->store);
+			else
+				printf("null");
+		}
 		printf(",\"counters\":");
 		json_counters(stdout, t->cur->line);
-		printf(",\"rates\":{\"seconds\":%.6f,\"r_s\":%.3f,\"r_mb_s\":%.6f,\"r_await_ms\":%."
-		       "3f,"
-		       "\"r_p99_ms\":%.3f,\"w_s\":%.3f,\"w_mb_s\":%.6f,\"w_await_ms\":%.3f,"
-		       "\"w_p99_ms\":%.3f,\"fsync_s\":%.3f,\"f_await_ms\":%.3f,\"errors\":%" PRIu64
-		       "}}",
-		       x.seconds, x.r_s, x.r_mb_s, x.r_await_ms, x.r_p99_ms, x.w_s, x.w_mb_s,
-		       x.w_await_ms, x.w_p99_ms, x.f_s, x.f_await_ms, x.errors);
+		printf(",\"rates\":");
+		json_rates(stdout, &t->rates);
+		if (t->root)
+			json_stores(stdout, t);
+		printf("}");
 		any = true;
 	}
 	printf("]}\n");
@@ -739,14 +1136,112 @@ static const struct prom_metric prom_metrics[] = {
 	{"chunkfs_mount_time_seconds", P_TIME, "mount_time", NULL, "UNIX time of the mount."},
 };
 
-static void prom_labels(const struct target *t, const char *extra, char *buf, size_t size)
+/* Room for a sample's labels: path, mount and store escaped (each byte
+ * at most two), and the fixed ones. */
+#define PROM_LABELS_MAX (PATH_MAX * 4 + CFS_STAT_STORE_TEXT * 2 + 256)
+
+/* path, kind, mount, and a chunk of a pool's store. */
+static void prom_labels(const struct run *r, const struct target *t, const char *extra, char *buf,
+			size_t size)
 {
-	char path[PATH_MAX * 2], mount[PATH_MAX * 2];
+	char path[PATH_MAX * 2], mount[PATH_MAX * 2], store[CFS_STAT_STORE_TEXT * 2];
+	bool with_store = !t->root && on_pool(r, t);
 
 	cfs_stat_prom_escape(t->name, path, sizeof(path));
 	cfs_stat_prom_escape(t->mount ? t->mount : "", mount, sizeof(mount));
-	snprintf(buf, size, "path=\"%s\",kind=\"%s\",mount=\"%s\"%s%s", path,
-		 t->root ? "mount" : "chunk", mount, extra ? "," : "", extra ? extra : "");
+	cfs_stat_prom_escape(with_store ? t->cur->store : "", store, sizeof(store));
+	snprintf(buf, size, "path=\"%s\",kind=\"%s\",mount=\"%s\"%s%s%s%s%s", path,
+		 t->root ? "mount" : "chunk", mount, with_store ? ",store=\"" : "", store,
+		 with_store ? "\"" : "", extra ? "," : "", extra ? extra : "");
+}
+
+/* A store's series: the mount point and the store. */
+static void prom_store_labels(const struct target *root, const struct store_sum *g,
+			      const char *extra, char *buf, size_t size)
+{
+	char mount[PATH_MAX * 2], store[CFS_STAT_STORE_TEXT * 2];
+
+	cfs_stat_prom_escape(root->name, mount, sizeof(mount));
+	cfs_stat_prom_escape(g->label, store, sizeof(store));
+	snprintf(buf, size, "mount=\"%s\",store=\"%s\"%s%s", mount, store, extra ? "," : "",
+		 extra ? extra : "");
+}
+
+static bool prom_pool_root(const struct run *r, const struct target *t)
+{
+	return t->root && t->rated && on_pool(r, t);
+}
+
+/* Whether some store of a pool in the report has key summed. */
+static bool prom_store_has(const struct run *r, const char *key)
+{
+	uint64_t v;
+
+	for (size_t i = 0; i < r->n; i++)
+		for (size_t g = 0; prom_pool_root(r, &r->t[i]) && g < r->t[i].nsums; g++)
+			if (sum_get(&r->t[i].sums[g], key, &v))
+				return true;
+	return false;
+}
+
+/*
+ * chunkfs_store_*: per store of each pool mount, the sums of its chunks'
+ * series of every chunk metric that adds up (chunkfs_X as
+ * chunkfs_store_X; summaries with _sum and _count only), and
+ * chunkfs_store_chunks.
+ */
+static void print_prom_stores(const struct run *r)
+{
+	char labels[PROM_LABELS_MAX], name[96], key[64];
+	const char *last = "";
+	bool pool = false;
+	uint64_t v;
+
+	for (size_t i = 0; i < r->n; i++)
+		pool |= prom_pool_root(r, &r->t[i]) && r->t[i].nsums;
+	if (!pool)
+		return;
+	printf("# HELP chunkfs_store_chunks Chunks on the store.\n"
+	       "# TYPE chunkfs_store_chunks gauge\n");
+	for (size_t i = 0; i < r->n; i++)
+		for (size_t g = 0; prom_pool_root(r, &r->t[i]) && g < r->t[i].nsums; g++) {
+			prom_store_labels(&r->t[i], &r->t[i].sums[g], NULL, labels, sizeof(labels));
+			printf("chunkfs_store_chunks{%s} %zu\n", labels, r->t[i].sums[g].chunks);
+		}
+	for (size_t m = 0; m < sizeof(prom_metrics) / sizeof(prom_metrics[0]); m++) {
+		const struct prom_metric *pm = &prom_metrics[m];
+		bool summary = pm->kind == P_SUMMARY;
+
+		snprintf(key, sizeof(key), summary ? "%s_lat_count" : "%s", pm->key);
+		if (pm->kind == P_TIME || !cfs_stat_summable(key) || !prom_store_has(r, key))
+			continue;
+		snprintf(name, sizeof(name), "chunkfs_store_%s", pm->name + strlen("chunkfs_"));
+		if (strcmp(last, pm->name) != 0) {
+			printf("# HELP %s %s Summed over the store's chunks.\n# TYPE %s %s\n", name,
+			       pm->help ? pm->help : "", name,
+			       pm->kind == P_COUNTER   ? "counter"
+			       : pm->kind == P_SUMMARY ? "summary"
+						       : "gauge");
+			last = pm->name;
+		}
+		for (size_t i = 0; i < r->n; i++)
+			for (size_t g = 0; prom_pool_root(r, &r->t[i]) && g < r->t[i].nsums; g++) {
+				const struct store_sum *sum = &r->t[i].sums[g];
+
+				prom_store_labels(&r->t[i], sum, pm->label, labels, sizeof(labels));
+				if (!summary) {
+					if (sum_get(sum, key, &v))
+						printf("%s{%s} %" PRIu64 "\n", name, labels, v);
+					continue;
+				}
+				snprintf(key, sizeof(key), "%s_lat_sum_us", pm->key);
+				if (sum_get(sum, key, &v))
+					printf("%s_sum{%s} %.6f\n", name, labels, (double)v / 1e6);
+				snprintf(key, sizeof(key), "%s_lat_count", pm->key);
+				if (sum_get(sum, key, &v))
+					printf("%s_count{%s} %" PRIu64 "\n", name, labels, v);
+			}
+	}
 }
 
 static void print_prom(struct run *r)
@@ -773,13 +1268,13 @@ static void print_prom(struct run *r)
 		}
 		for (size_t i = 0; i < r->n; i++) {
 			const struct target *t = &r->t[i];
-			char labels[PATH_MAX * 5], key[64], ql[32];
+			char labels[PROM_LABELS_MAX], key[64], ql[32];
 			uint64_t v;
 			double d;
 
 			if (!t->have)
 				continue;
-			prom_labels(t, pm->label, labels, sizeof(labels));
+			prom_labels(r, t, pm->label, labels, sizeof(labels));
 			if (pm->kind == P_SUMMARY) {
 				for (size_t q = 0; q < 4; q++) {
 					snprintf(key, sizeof(key), "%s%s", pm->key,
@@ -787,10 +1282,10 @@ static void print_prom(struct run *r)
 					if (!cfs_cs_line_u64(t->cur->line, key, &v))
 						continue;
 					snprintf(ql, sizeof(ql), "quantile=\"%s\"", quantiles[q].q);
-					prom_labels(t, ql, labels, sizeof(labels));
+					prom_labels(r, t, ql, labels, sizeof(labels));
 					printf("%s{%s} %.6f\n", pm->name, labels, (double)v / 1e6);
 				}
-				prom_labels(t, NULL, labels, sizeof(labels));
+				prom_labels(r, t, NULL, labels, sizeof(labels));
 				snprintf(key, sizeof(key), "%s_lat_sum_us", pm->key);
 				if (cfs_cs_line_u64(t->cur->line, key, &v))
 					printf("%s_sum{%s} %.6f\n", pm->name, labels,
@@ -810,7 +1305,8 @@ static void print_prom(struct run *r)
 	printf("# HELP chunkfs_info Store of a chunkfs mount.\n# TYPE chunkfs_info gauge\n");
 	for (size_t i = 0; i < r->n; i++) {
 		const struct target *t = &r->t[i];
-		char source[PATH_MAX], backend[64], es[PATH_MAX * 2], eb[128], labels[PATH_MAX * 5];
+		char source[PATH_MAX], backend[64], es[PATH_MAX * 2], eb[128],
+			labels[PROM_LABELS_MAX];
 
 		if (!t->have || !t->root ||
 		    !cfs_cs_line_get(t->cur->line, "source", source, sizeof(source)) ||
@@ -818,15 +1314,18 @@ static void print_prom(struct run *r)
 			continue;
 		cfs_stat_prom_escape(source, es, sizeof(es));
 		cfs_stat_prom_escape(backend, eb, sizeof(eb));
-		prom_labels(t, NULL, labels, sizeof(labels));
+		prom_labels(r, t, NULL, labels, sizeof(labels));
 		printf("chunkfs_info{%s,source=\"%s\",backend=\"%s\"} 1\n", labels, es, eb);
 	}
+	print_prom_stores(r);
 }
 
 /* ---- main ---------------------------------------------------------------------------------- */
 
 static void sample_all(struct run *r)
 {
+	for (size_t i = 0; i < r->nm; i++)
+		read_stores(&r->m[i]);
 	for (size_t i = 0; i < r->n; i++) {
 		struct target *t = &r->t[i];
 		struct cfs_stat_sample *swap = t->prev;
@@ -978,6 +1477,7 @@ int cfs_statcmd_main(int argc, char **argv)
 	t0 = next;
 	for (;;) {
 		sample_all(&r);
+		rate_all(&r, reports == 0);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (r.format == FMT_TABLE)
 			print_table(&r, reports == 0,
@@ -1002,8 +1502,14 @@ out_free:
 		free(r.t[i].mount);
 		free(r.t[i].prev);
 		free(r.t[i].cur);
+		free(r.t[i].sums);
+	}
+	for (size_t i = 0; i < r.nm; i++) {
+		free(r.m[i].root);
+		free(r.m[i].stores);
 	}
 	free(r.t);
+	free(r.m);
 	free(r.hist_text);
 	return r.status;
 }

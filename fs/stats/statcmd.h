@@ -9,7 +9,8 @@
  *   chunkfs stat [-i SECONDS [-c COUNT]] [-z] [--json | --prom]
  *                [MOUNTPOINT | CHUNK ...]
  *
- * The sample and rate helpers are exported for tests/unit/test_statcmd.c.
+ * The sample, rate and sum helpers are exported for
+ * tests/unit/test_chunkstat.c.
  */
 #ifndef CFS_STATCMD_H
 #define CFS_STATCMD_H
@@ -25,12 +26,20 @@
  * 2 when some target could not be read (the others are still shown). */
 int cfs_statcmd_main(int argc, char **argv);
 
+/* A chunk's user.chunkfs.store: its store's label, or every store it is on
+ * (comma-separated) while a move is half done: up to 32 labels of 63
+ * bytes. */
+#define CFS_STAT_STORE_TEXT 2048
+
 /* One reading of one target's composite user.chunkfs.stat line, with the
- * read and write histograms (for interval percentiles). */
+ * read and write histograms (for interval percentiles) and, for a chunk,
+ * its store. */
 struct cfs_stat_sample {
 	char line[8192];
 	struct cfs_latency_hist hist[2]; /* 0 read, 1 write */
 	bool have_hist;
+	char store[CFS_STAT_STORE_TEXT]; /* "" when unknown (the root, an
+					  * older daemon) */
 };
 
 /* The numbers of one table row or JSON object: rates over an interval
@@ -42,7 +51,12 @@ struct cfs_stat_rates {
 	double r_await_ms, w_await_ms, f_await_ms;
 	double r_p99_ms, w_p99_ms;
 	uint64_t inflight, inflight_max, errors, size_bytes;
+	/* Latencies recorded in the period: they weigh the awaits when rows
+	 * are summed (cfs_stat_rates_add). */
+	uint64_t r_lat_n, w_lat_n, f_lat_n;
 	bool root;
+	bool sum; /* a sum of chunks: no percentiles, no maximum queue, no
+		   * single period (seconds 0) */
 };
 
 /* Rates between two samples of the same target (before NULL: since its
@@ -50,9 +64,14 @@ struct cfs_stat_rates {
 int cfs_stat_rates(const struct cfs_stat_sample *after, const struct cfs_stat_sample *before,
 		   struct cfs_stat_rates *out);
 
-/* Output, one target per call (header/footer by the callers below). */
-void cfs_stat_print_header(FILE *f);
-void cfs_stat_print_row(FILE *f, const char *name, const struct cfs_stat_rates *r);
+/* Add one chunk's rates to a store's sum (sum zeroed first): rates,
+ * sizes, in-flight requests and errors add up; awaits are averaged,
+ * weighed by their latency counts. Marks sum->sum. */
+void cfs_stat_rates_add(struct cfs_stat_rates *sum, const struct cfs_stat_rates *r);
+/* True for the keys of a chunk's line whose values add up over chunks
+ * (counts, bytes, sizes, gauges of now); false for page sizes, times,
+ * maxima, minima, averages and percentiles. */
+bool cfs_stat_summable(const char *key);
 /* Prometheus label value escaping (\\, \", \n). Returns the length. */
 size_t cfs_stat_prom_escape(const char *s, char *buf, size_t size);
 

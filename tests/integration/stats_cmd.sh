@@ -69,6 +69,12 @@ assert c2["counters"]["writes"] == 10 and c2["counters"]["reads"] == 0
 a = all_["counters"]
 assert a["writes"] == 110 and a["reads"] == 50 and a["fsyncs"] == 3, a
 assert a["backend"] == "uring" and isinstance(a["source"], str) and a["source"].endswith("store.img")
+# a single store: each chunk's store (unlabelled: its index), one sum of them
+assert c1["store"] == "0" and c2["store"] == "0", (c1["store"], c2["store"])
+assert [(s["label"], s["chunks"]) for s in all_["stores"]] == [("0", 2)], all_["stores"]
+s = all_["stores"][0]["counters"]
+assert (s["writes"], s["reads"], s["size"]) == (110, 50, 2 * 1048576), s
+assert "pagesize" not in s and "read_lat_p99_us" not in s, s
 r = c1["rates"]
 assert abs(r["r_s"] * r["seconds"] - 50) < 0.5, r
 assert abs(r["w_s"] * r["seconds"] - 100) < 0.5, r
@@ -119,6 +125,8 @@ assert float(v("chunkfs_read_latency_seconds", c1, extra=',quantile="0.99"')) > 
 assert v("chunkfs_errors_total", c1, extra=',error="eio"') == "0"
 assert v("chunkfs_writes_total", mnt, "mount") == "110"
 assert any(n == "chunkfs_info" and 'backend="uring"' in l for n, l in values), "info"
+# a single store: no store label, no per-store series
+assert not any("store=" in l or n.startswith("chunkfs_store_c") for n, l in values), "store series"
 EOF
 
 cfs_log "-i 1 -c 4: interval reports"

@@ -619,6 +619,52 @@ Test(chunkstat, stat_rates_since_reset_and_interval)
 	free(b);
 }
 
+Test(chunkstat, stat_rates_summed_per_store)
+{
+	struct cfs_stat_sample *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct cfs_stat_rates ra, rb, sum = {0};
+
+	/* 1000 reads at 0.1 ms over 10 s, and 100 at 1.1 ms over 2 s */
+	sample_line(a, 1010.0, 1000, 100000, 1, "1000.000000");
+	sample_line(b, 1002.0, 100, 110000, 2, "1000.000000");
+	cr_assert_eq(cfs_stat_rates(a, NULL, &ra), 0);
+	cr_assert_eq(cfs_stat_rates(b, NULL, &rb), 0);
+	cr_assert_eq(ra.r_lat_n, 1000);
+	cr_assert_eq(ra.w_lat_n, 10);
+	cfs_stat_rates_add(&sum, &ra);
+	cfs_stat_rates_add(&sum, &rb);
+	cr_assert(sum.sum);
+	cr_assert_float_eq(sum.r_s, 100.0 + 50.0, 1e-9);
+	cr_assert_float_eq(sum.w_s, 1.0 + 5.0, 1e-9);
+	/* the mean of all 1100 reads, not of the two means */
+	cr_assert_float_eq(sum.r_await_ms, 210000.0 / 1100 / 1000, 1e-9);
+	cr_assert_float_eq(sum.f_await_ms, 2.0, 1e-9);
+	cr_assert_eq(sum.r_lat_n, 1100);
+	cr_assert_eq(sum.errors, 3);
+	cr_assert_eq(sum.inflight, 6);
+	cr_assert_eq(sum.size_bytes, 2 * 1048576);
+	free(a);
+	free(b);
+}
+
+Test(chunkstat, stat_summable_keys)
+{
+	static const char *const sums[] = {
+		"reads",	   "read_bytes", "page_reads",	 "read_lat_count",
+		"read_lat_sum_us", "errors",	 "err_eio",	 "size",
+		"opens",	   "inflight",	 "discard_bytes"};
+	static const char *const not_sums[] = {"pagesize",	   "time",
+					       "reset_time",	   "inflight_max",
+					       "read_lat_min_us",  "read_lat_max_us",
+					       "write_lat_avg_us", "read_lat_p50_us",
+					       "fsync_lat_p999_us"};
+
+	for (size_t i = 0; i < sizeof(sums) / sizeof(sums[0]); i++)
+		cr_assert(cfs_stat_summable(sums[i]), "%s", sums[i]);
+	for (size_t i = 0; i < sizeof(not_sums) / sizeof(not_sums[0]); i++)
+		cr_assert_not(cfs_stat_summable(not_sums[i]), "%s", not_sums[i]);
+}
+
 Test(chunkstat, prom_label_escaping)
 {
 	char buf[64];
