@@ -3,9 +3,12 @@
 # the table (one row per chunk however many names it is given by, plus the
 # mount's "(all)" row; columns and counts), JSON (raw counters exact, rates
 # consistent with them), Prometheus text (well-formed exposition, each family
-# once, values exact), -i/-c interval reports (the interval's reads add up
-# to the workload run during them), -z (resets; refused for nobody but the
-# others still shown), and a non-root user reading a chunk it may read.
+# once, no label twice, values exact), -i/-c interval reports (the
+# interval's reads add up to the workload run during them), -z (resets;
+# refused for nobody but the others still shown), and a non-root user
+# reading a chunk it may read. A single store: JSON names each chunk's store
+# and sums them in one "stores" entry; the table and Prometheus show no
+# store (stats_pool.sh: a pool).
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 cfs_require_fuse
@@ -83,50 +86,33 @@ EOF
 
 cfs_log "Prometheus text"
 stat_cmd --prom "$mnt" >"$CFS_WORK/prom" || cfs_fail "chunkfs stat --prom"
-python3 - "$CFS_WORK/prom" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(head -n 40 "$CFS_WORK/prom")"
-import re, sys
-lines = open(sys.argv[1]).read().splitlines()
+stats_util prom "$CFS_WORK/prom" >"$CFS_WORK/prom.json" ||
+	cfs_fail "Prometheus text: $(head -n 40 "$CFS_WORK/prom")"
+python3 - "$CFS_WORK/prom.json" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(head -n 40 "$CFS_WORK/prom")"
+import json, sys
+p = json.load(open(sys.argv[1]))
 mnt = sys.argv[2]
-sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\} (\S+)$')
-helps, types, seen, values = set(), {}, [], {}
-family = None
-for line in lines:
-    if line.startswith("# HELP "):
-        name = line.split()[2]
-        assert name not in helps, "HELP twice: " + name
-        helps.add(name)
-        family = name
-    elif line.startswith("# TYPE "):
-        _, _, name, kind = line.split()
-        assert name == family and name not in types, line
-        types[name] = kind
-    else:
-        m = sample.match(line)
-        assert m, "bad sample line: " + line
-        name, labels, value = m.groups()
-        names = re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"', labels)
-        assert len(names) == len(set(names)), "a label twice: " + line
-        base = re.sub(r"_(sum|count)$", "", name) if types.get(family) == "summary" else name
-        assert base == family, f"{name} outside its family {family}"
-        float(value)
-        values[(name, labels)] = value
+types = p["types"]
 assert types["chunkfs_reads_total"] == "counter"
 assert types["chunkfs_read_latency_seconds"] == "summary"
 assert types["chunkfs_inflight"] == "gauge"
-def v(name, path, kind="chunk", extra=""):
-    return values[(name, f'path="{path}",kind="{kind}",mount="{mnt}"{extra}')]
+def v(name, path, kind="chunk", **extra):
+    want = dict(path=path, kind=kind, mount=mnt, **extra)
+    got = [x for n, l, x in p["samples"] if n == name and l == want]
+    assert len(got) == 1, (name, want, got)
+    return got[0]
 c1 = mnt + "/dbs/c1"
-assert v("chunkfs_reads_total", c1) == "50"
-assert v("chunkfs_writes_total", c1) == "100"
-assert v("chunkfs_page_writes_total", c1) == "200"
-assert v("chunkfs_fsyncs_total", c1) == "3"
-assert v("chunkfs_read_latency_seconds_count", c1) == "50"
-assert float(v("chunkfs_read_latency_seconds", c1, extra=',quantile="0.99"')) > 0
-assert v("chunkfs_errors_total", c1, extra=',error="eio"') == "0"
-assert v("chunkfs_writes_total", mnt, "mount") == "110"
-assert any(n == "chunkfs_info" and 'backend="uring"' in l for n, l in values), "info"
+assert v("chunkfs_reads_total", c1) == 50
+assert v("chunkfs_writes_total", c1) == 100
+assert v("chunkfs_page_writes_total", c1) == 200
+assert v("chunkfs_fsyncs_total", c1) == 3
+assert v("chunkfs_read_latency_seconds_count", c1) == 50
+assert v("chunkfs_read_latency_seconds", c1, quantile="0.99") > 0
+assert v("chunkfs_errors_total", c1, error="eio") == 0
+assert v("chunkfs_writes_total", mnt, "mount") == 110
+assert any(n == "chunkfs_info" and l.get("backend") == "uring" for n, l, _ in p["samples"]), "info"
 # a single store: no store label, no per-store series
-assert not any("store=" in l or n.startswith("chunkfs_store_c") for n, l in values), "store series"
+assert not any("store" in l or n.startswith("chunkfs_store_c") for n, l, _ in p["samples"])
 EOF
 
 cfs_log "-i 1 -c 4: interval reports"

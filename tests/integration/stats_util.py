@@ -2,15 +2,18 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """stats_util.py — helpers for tests/integration/stats_*.sh: the getxattr
 size-probe protocol through ctypes (os.getxattr never probes), errno checks,
-fsync/open/pread loops with exact counts, and readers racing I/O.
+fsync/open/pread loops with exact counts, readers racing I/O, and a check
+of `chunkfs stat --prom`'s text.
 
 usage: stats_util.py COMMAND ARGS...   (see the cmd_* docstrings)
 Exit 0 on success; 1 with "FAIL: ..." on stderr otherwise.
 """
 import ctypes
 import errno
+import json
 import mmap
 import os
+import re
 import sys
 import time
 
@@ -247,6 +250,45 @@ def cmd_race(args):
                         die(f"{p}: {name} went back from {last[key]} to {v}")
                     last[key] = v
     print(f"calls={calls} slowest_ms={slowest * 1000:.1f}")
+
+
+PROM_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\} (\S+)$')
+PROM_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def cmd_prom(args):
+    """prom FILE — check Prometheus text (each family's HELP and TYPE once,
+    before its samples; every sample inside its family; no label twice; a
+    number) and print it as JSON: {"types": {family: type}, "samples":
+    [[name, {label: value}, value], ...]} (label values unescaped)"""
+    helps, types, samples, family = set(), {}, [], None
+    for line in open(args[0]).read().splitlines():
+        if line.startswith("# HELP "):
+            name = line.split()[2]
+            if name in helps:
+                die("HELP twice: " + name)
+            helps.add(name)
+            family = name
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            if name != family or name in types:
+                die("TYPE out of place: " + line)
+            types[name] = kind
+        else:
+            m = PROM_SAMPLE.match(line)
+            if not m:
+                die("bad sample line: " + line)
+            name, labels, value = m.groups()
+            pairs = PROM_LABEL.findall(labels)
+            if len(pairs) != len({k for k, _ in pairs}):
+                die("a label twice: " + line)
+            base = re.sub(r"_(sum|count)$", "", name) if types.get(family) == "summary" else name
+            if base != family:
+                die(f"{name} outside its family {family}")
+            unescape = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+            labels = {k: re.sub(r'\\[\\"n]', lambda e: unescape[e.group()], v) for k, v in pairs}
+            samples.append([name, labels, float(value)])
+    print(json.dumps({"types": types, "samples": samples}))
 
 
 def main():
