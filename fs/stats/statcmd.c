@@ -134,7 +134,8 @@ static void usage(FILE *f)
 		   "  --prom      Prometheus text exposition format (node_exporter textfile)\n"
 		   "\n"
 		   "Without targets: every chunkfs mount. A MOUNTPOINT shows each chunk\n"
-		   "below it and the mount-wide totals.\n");
+		   "below it and the mount-wide totals; on a pool of several stores, each\n"
+		   "chunk's store and, per store, the sums of its chunks.\n");
 }
 
 /* ---- targets ------------------------------------------------------------------- */
