@@ -85,11 +85,11 @@ assert abs(r["r_await_ms"] - k["read_lat_sum_us"] / 50 / 1000) < 0.01, r
 EOF
 
 cfs_log "Prometheus text"
-stat_cmd --prom "$mnt" >"$CFS_WORK/prom" || cfs_fail "chunkfs stat --prom"
-stats_util prom "$CFS_WORK/prom" >"$CFS_WORK/prom.json" ||
-	cfs_fail "Prometheus text: $(head -n 40 "$CFS_WORK/prom")"
-python3 - "$CFS_WORK/prom.json" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(head -n 40 "$CFS_WORK/prom")"
-import json, sys
+stats_prom "$CFS_WORK/prom" "$mnt"
+python3 - "$CFS_WORK/prom" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(head -n 40 "$CFS_WORK/prom.txt")"
+import json, os, sys
+sys.path.insert(0, os.environ["CFS_ROOT"] + "/tests/integration")
+from stats_util import prom_one
 p = json.load(open(sys.argv[1]))
 mnt = sys.argv[2]
 types = p["types"]
@@ -97,10 +97,7 @@ assert types["chunkfs_reads_total"] == "counter"
 assert types["chunkfs_read_latency_seconds"] == "summary"
 assert types["chunkfs_inflight"] == "gauge"
 def v(name, path, kind="chunk", **extra):
-    want = dict(path=path, kind=kind, mount=mnt, **extra)
-    got = [x for n, l, x in p["samples"] if n == name and l == want]
-    assert len(got) == 1, (name, want, got)
-    return got[0]
+    return prom_one(p, name, path=path, kind=kind, mount=mnt, **extra)
 c1 = mnt + "/dbs/c1"
 assert v("chunkfs_reads_total", c1) == 50
 assert v("chunkfs_writes_total", c1) == 100

@@ -123,18 +123,16 @@ assert t[mnt]["counters"]["store_bytes"] == (256 + 128) << 20, t[mnt]["counters"
 EOF
 
 cfs_log "Prometheus: store label and chunkfs_store_* series"
-stat_cmd --prom "$mnt" >"$CFS_WORK/prom" || cfs_fail "chunkfs stat --prom"
-stats_util prom "$CFS_WORK/prom" >"$CFS_WORK/prom.json" ||
-	cfs_fail "Prometheus text: $(head -n 40 "$CFS_WORK/prom")"
-python3 - "$CFS_WORK/prom.json" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(grep chunkfs_store "$CFS_WORK/prom" | head -n 40)"
-import json, sys
+stats_prom "$CFS_WORK/prom" "$mnt"
+python3 - "$CFS_WORK/prom" "$mnt" <<'EOF' || cfs_fail "Prometheus: $(grep chunkfs_store "$CFS_WORK/prom.txt" | head -n 40)"
+import json, os, sys
+sys.path.insert(0, os.environ["CFS_ROOT"] + "/tests/integration")
+from stats_util import prom_one
 p = json.load(open(sys.argv[1]))
 mnt = sys.argv[2]
 types, samples = p["types"], p["samples"]
 def one(name, **labels):
-    got = [v for n, l, v in samples if n == name and l == labels]
-    assert len(got) == 1, (name, labels, got)
-    return got[0]
+    return prom_one(p, name, **labels)
 def chunk(name, c, store, **extra):
     return one(name, path=mnt + "/" + c, kind="chunk", mount=mnt, store=store, **extra)
 def store(name, label, **extra):

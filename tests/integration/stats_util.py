@@ -291,6 +291,14 @@ def cmd_prom(args):
     print(json.dumps({"types": types, "samples": samples}))
 
 
+def prom_one(prom, name, **labels):
+    """The value of the one sample of name with exactly these labels, in
+    cmd_prom's JSON (for the tests' own checks: import stats_util)."""
+    got = [v for n, l, v in prom["samples"] if n == name and l == labels]
+    assert len(got) == 1, (name, labels, got)
+    return got[0]
+
+
 def main():
     if len(sys.argv) < 2:
         die("usage: stats_util.py COMMAND ARGS...")

@@ -9,6 +9,10 @@
 #   stats_all OUT MOUNT...      `chunkfs stat` of every mount into OUT (and
 #                               OUT.err): fail unless each MOUNT is listed
 #                               and no error names it
+#   stats_prom OUT TARGET...    chunkfs stat --prom TARGET... checked by
+#                               stats_util.py prom: the text in OUT.txt, its
+#                               JSON in OUT (the tests' Python imports
+#                               stats_util for prom_one)
 
 stats_util() { python3 "$CFS_ROOT/tests/integration/stats_util.py" "$@"; }
 
@@ -50,4 +54,11 @@ cfs_expect_range() {
 
 cfs_reset() {
 	setfattr -n user.chunkfs.reset -v 1 "$1" || cfs_fail "reset $1"
+}
+
+stats_prom() {
+	local out=$1
+	shift
+	"$CFS_BIN/chunkfs" stat --prom "$@" >"$out.txt" || cfs_fail "chunkfs stat --prom $*"
+	stats_util prom "$out.txt" >"$out" || cfs_fail "Prometheus text: $(head -n 40 "$out.txt")"
 }
