@@ -456,6 +456,8 @@ static void read_stores(struct mount_info *m)
 	char *text;
 
 	m->count = 0;
+	if (m->stores)
+		m->stores[0] = '\0'; /* nothing left of the last report's */
 	if (n < 0)
 		return;
 	text = realloc(m->stores, (size_t)n + 1);
