@@ -22,7 +22,9 @@
  * whole (writes were kept away); after, on the new one (the commit flushed
  * every store first). Reserved units are in no map: mount frees them. The
  * placement record (store = target, from = source) makes the next mount
- * queue the move again (cfs_mover_start).
+ * queue the move again (cfs_mover_start). A cancel logs the walk back
+ * (store = source, from = target) when it is asked for, before the thread
+ * turns round, so a crash after it resumes the walk back.
  *
  * While a move is queued or running, the committer's discards wait
  * (hold_discards).
@@ -131,10 +133,17 @@ static struct mover {
 	struct cfs_daemon *d;
 	pthread_t thread;
 	_Atomic bool started; /* read by the loops' requests */
+	/* Taken around reading a move's record under `lock` and logging it,
+	 * so that two changes of one move are logged in the order they were
+	 * made (a pause after a cancel must not log the direction before it).
+	 * Before `lock`. */
+	pthread_mutex_t persist_lock;
 	pthread_mutex_t lock; /* everything below */
 	pthread_cond_t wake;
 	bool stop;
-	struct move *moves; /* this mount's moves, finished ones too */
+	struct move *moves;   /* this mount's moves, finished ones too */
+	uint32_t count_store; /* cfs_mover_count_off: bytes switched off it */
+	uint64_t count_bytes;
 	/* The mover thread's own. */
 	struct cfs_ioq *q;
 	uint8_t *buf; /* MOVE_PIECES * MOVE_IO_BYTES */
@@ -142,7 +151,10 @@ static struct mover {
 	uint64_t bucket_start_ns; /* the rate's token bucket */
 	uint64_t bucket_bytes;
 	bool holding_discards; /* hold_discards() */
-} mv = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} mv = {.lock = PTHREAD_MUTEX_INITIALIZER,
+	.wake = PTHREAD_COND_INITIALIZER,
+	.persist_lock = PTHREAD_MUTEX_INITIALIZER,
+	.count_store = CFS_STORE_NONE};
 
 #define FS() (mv.d->fs)
 
@@ -300,10 +312,14 @@ struct move_place {
 	uint64_t rate_bytes;
 };
 
-/* [lock] */
+/* [lock] A cancel the thread has not turned into a walk back yet is
+ * recorded as that walk already: a crash then resumes the walk back. */
 static struct move_place place_of(const struct move *m)
 {
-	return (struct move_place){m->ino, m->to, m->from, m->want_pause,
+	bool back = m->want_cancel && !m->cancelling;
+
+	return (struct move_place){m->ino, back ? m->from : m->to, back ? m->to : m->from,
+				   m->want_pause,
 				   atomic_load_explicit(&m->rate_bytes, memory_order_relaxed)};
 }
 
@@ -317,17 +333,25 @@ static int persist(const struct move_place *p)
 	return cfs_ns_place_set(FS(), p->ino, &place);
 }
 
-/* persist() of m as it is now (the mover's thread). */
-static int persist_now(struct move *m, bool finished)
+/* Log the record of ino's move as it is now, if it is still going. */
+static int log_move(uint64_t ino)
 {
 	struct move_place p;
+	struct move *m;
+	bool going;
+	int ret = 0;
 
+	pthread_mutex_lock(&mv.persist_lock);
 	pthread_mutex_lock(&mv.lock);
-	p = place_of(m);
+	m = find(ino);
+	going = m && active(m);
+	if (going)
+		p = place_of(m);
 	pthread_mutex_unlock(&mv.lock);
-	if (finished)
-		p.from = CFS_STORE_NONE;
-	return persist(&p);
+	if (going)
+		ret = persist(&p);
+	pthread_mutex_unlock(&mv.persist_lock);
+	return ret;
 }
 
 /* ---- the copy ---------------------------------------------------------------------------- */
@@ -540,6 +564,7 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 	mv.bucket_bytes = 0;
 	for (uint64_t i = 0; i < c->away; i++) {
 		uint64_t fu = c->list[i].file_unit, to_unit, seq;
+		uint32_t src;
 		int ret;
 
 		why = should_stop(m);
@@ -602,8 +627,11 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			cfs_journal_kick(FS());
 			unasked = 0;
 		}
+		src = cfs_pool_store_of(FS()->pool, c->list[i].store_unit);
 		pthread_mutex_lock(&mv.lock);
 		m->done_bytes += g->unit_bytes;
+		if (src == mv.count_store)
+			mv.count_bytes += g->unit_bytes;
 		m->moving_ns += now_ns() - started;
 		started = now_ns();
 		pthread_mutex_unlock(&mv.lock);
@@ -621,11 +649,66 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 	return why;
 }
 
+/* A cancel: back where it came from, the same walk the other way. */
+static void turn_back(struct move *m)
+{
+	release_reserved(m);
+	pthread_mutex_lock(&mv.lock);
+	m->cancelling = true;
+	m->want_cancel = false;
+	{
+		uint32_t t = m->to;
+
+		m->to = m->from;
+		m->from = t;
+	}
+	m->done_bytes = 0;
+	m->state = MS_CANCELLING;
+	pthread_mutex_unlock(&mv.lock);
+	log_move(m->ino);
+}
+
+/* Every unit is on `to`: the move is logged finished and ends, unless a
+ * cancel came as the last unit switched (its record, logged, says back:
+ * false, and the move turns back). */
+static bool finish(struct move *m, uint64_t pieces)
+{
+	struct move_place p;
+	bool back;
+	int ret;
+
+	pthread_mutex_lock(&mv.persist_lock);
+	pthread_mutex_lock(&mv.lock);
+	back = m->want_cancel && !m->cancelling;
+	p = place_of(m);
+	pthread_mutex_unlock(&mv.lock);
+	if (back) {
+		pthread_mutex_unlock(&mv.persist_lock);
+		return false;
+	}
+	p.from = CFS_STORE_NONE; /* placed on `to`, nothing left to finish */
+	ret = persist(&p);
+	if (ret && ret != -ENOENT) {
+		set_state(m, MS_ERROR, ret);
+	} else {
+		if (pieces)
+			cfs_fs_log(FS(),
+				   "move of inode %" PRIu64 ": %" PRIu64
+				   " small-file pieces stay where they are",
+				   m->ino, pieces);
+		set_state(m, MS_DONE, 0);
+	}
+	/* Ended before a cancel can look: it finds nothing to cancel. */
+	pthread_mutex_unlock(&mv.persist_lock);
+	return true;
+}
+
 static void run_move(struct move *m)
 {
 	struct cfs_ns_stat_view nv;
 	struct census c = {.to = m->to};
 	enum stop_why why;
+	bool back;
 	int ret;
 
 	ret = cfs_ns_stat_pin(FS(), m->ino, &nv);
@@ -633,6 +716,14 @@ static void run_move(struct move *m)
 		release_reserved(m);
 		set_state(m, MS_DONE, 0); /* deleted: nothing left to move */
 		return;
+	}
+	pthread_mutex_lock(&mv.lock);
+	back = m->want_cancel && !m->cancelling;
+	pthread_mutex_unlock(&mv.lock);
+	if (back) {
+		/* Cancelled before it ran: no room on `to` needed. */
+		turn_back(m);
+		goto out;
 	}
 	ret = take_census(m->ino, &c, true);
 	if (ret) {
@@ -675,37 +766,13 @@ static void run_move(struct move *m)
 		m->state = m->want_pause && !m->want_cancel ? MS_PAUSED : MS_QUEUED;
 		pthread_mutex_unlock(&mv.lock);
 		break;
-	case CANCELLING:
-		/* Back where it came from: the same walk the other way. */
-		release_reserved(m);
-		pthread_mutex_lock(&mv.lock);
-		m->cancelling = true;
-		m->want_cancel = false;
-		{
-			uint32_t t = m->to;
-
-			m->to = m->from;
-			m->from = t;
-		}
-		m->done_bytes = 0;
-		m->state = MS_CANCELLING;
-		pthread_mutex_unlock(&mv.lock);
-		persist_now(m, false);
-		break;
 	case GO_ON:
 		release_reserved(m);
-		/* Placed on `to`, nothing left to finish. */
-		ret = persist_now(m, true);
-		if (ret && ret != -ENOENT) {
-			set_state(m, MS_ERROR, ret);
-			break;
-		}
-		if (c.pieces)
-			cfs_fs_log(FS(),
-				   "move of inode %" PRIu64 ": %" PRIu64
-				   " small-file pieces stay where they are",
-				   m->ino, c.pieces);
-		set_state(m, MS_DONE, 0);
+		if (!finish(m, c.pieces))
+			turn_back(m); /* cancelled as its last unit switched */
+		break;
+	case CANCELLING:
+		turn_back(m);
 		break;
 	}
 out:
@@ -867,15 +934,12 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 	pthread_mutex_lock(&mv.lock);
 	m = find(ino);
 	if (m && active(m)) {
-		struct move_place p;
-
-		ret = m->to == to && !m->cancelling ? 0 : -EBUSY;
+		ret = m->to == to && !m->cancelling && !m->want_cancel ? 0 : -EBUSY;
 		if (!ret && rate_bytes)
 			atomic_store_explicit(&m->rate_bytes, rate_bytes, memory_order_relaxed);
-		p = place_of(m);
 		pthread_mutex_unlock(&mv.lock);
 		/* A new rate is kept for the next mount too. */
-		return ret || !rate_bytes ? ret : persist(&p);
+		return ret || !rate_bytes ? ret : log_move(ino);
 	}
 	pthread_mutex_unlock(&mv.lock);
 
@@ -943,7 +1007,6 @@ out_unreserve:
 int cfs_mover_pause(uint64_t ino, bool pause)
 {
 	struct move *m;
-	struct move_place p;
 
 	pthread_mutex_lock(&mv.lock);
 	m = find(ino);
@@ -956,38 +1019,94 @@ int cfs_mover_pause(uint64_t ino, bool pause)
 		m->state = m->cancelling ? MS_CANCELLING : MS_QUEUED;
 		pthread_cond_broadcast(&mv.wake);
 	}
-	p = place_of(m);
 	pthread_mutex_unlock(&mv.lock);
-	return persist(&p);
+	return log_move(ino);
+}
+
+/* [lock] Ask m (NULL: none) to go back where it came from: 1 asked, 0
+ * going back already, -ENOENT no move or a finished one, -EBUSY. */
+static int ask_cancel(struct move *m)
+{
+	if (!m || !(active(m) || m->state == MS_NOSPACE || m->state == MS_ERROR))
+		return -ENOENT;
+	if (m->cancelling || m->want_cancel)
+		return 0;
+	/* A cancel takes the units back where they came from: not onto a
+	 * store being removed (its evacuation started this move). */
+	if (cfs_pool_store_state(FS()->pool, m->from) != CFS_STORE_ACTIVE)
+		return -EBUSY;
+	m->want_cancel = true;
+	m->want_pause = false;
+	if (m->state != MS_MOVING)
+		m->state = MS_QUEUED; /* not running: the thread takes it up as a cancel */
+	pthread_cond_broadcast(&mv.wake);
+	return 1;
 }
 
 int cfs_mover_cancel(uint64_t ino)
 {
-	struct move *m;
+	int ret;
 
 	pthread_mutex_lock(&mv.lock);
-	m = find(ino);
-	if (!m || !active(m)) {
-		pthread_mutex_unlock(&mv.lock);
-		return -ENOENT;
-	}
-	/* A cancel takes the units back where they came from: not onto a
-	 * store being removed (its evacuation started this move). */
-	if (!m->cancelling && cfs_pool_store_state(FS()->pool, m->from) != CFS_STORE_ACTIVE) {
-		pthread_mutex_unlock(&mv.lock);
-		return -EBUSY;
-	}
-	if (!m->cancelling) {
-		m->want_cancel = true;
-		m->want_pause = false;
-		if (m->state == MS_PAUSED || m->state == MS_QUEUED) {
-			/* Not running: the thread takes it up as a cancel. */
-			m->state = MS_QUEUED;
+	ret = ask_cancel(find(ino));
+	pthread_mutex_unlock(&mv.lock);
+	/* Logged now: a crash before the thread turns it back resumes the
+	 * walk back, not the move. */
+	return ret == 1 ? log_move(ino) : ret;
+}
+
+int cfs_mover_cancel_from(uint32_t store, unsigned *cancelled)
+{
+	uint64_t *inos = NULL;
+	unsigned n = 0, cap = 0;
+	int ret = 0;
+
+	*cancelled = 0;
+	pthread_mutex_lock(&mv.lock);
+	for (struct move *m = mv.moves; m; m = m->next) {
+		if (m->from != store || m->cancelling)
+			continue;
+		if (n == cap) {
+			uint64_t *more = realloc(inos, (cap ? 2 * cap : 16) * sizeof(*inos));
+
+			if (!more) {
+				ret = -ENOMEM;
+				break;
+			}
+			inos = more;
+			cap = cap ? 2 * cap : 16;
 		}
-		pthread_cond_broadcast(&mv.wake);
+		if (ask_cancel(m) == 1)
+			inos[n++] = m->ino;
 	}
 	pthread_mutex_unlock(&mv.lock);
-	return 0;
+	for (unsigned i = 0; i < n; i++) {
+		int err = log_move(inos[i]);
+
+		if (err && !ret)
+			ret = err;
+	}
+	free(inos);
+	*cancelled = n;
+	return ret;
+}
+
+void cfs_mover_count_off(uint32_t store)
+{
+	pthread_mutex_lock(&mv.lock);
+	mv.count_store = store;
+	mv.count_bytes = 0;
+	pthread_mutex_unlock(&mv.lock);
+}
+
+uint64_t cfs_mover_counted_off(void)
+{
+	uint64_t bytes;
+
+	pthread_mutex_lock(&mv.lock);
+	bytes = mv.count_bytes;
+	pthread_mutex_unlock(&mv.lock);
+	return bytes;
 }
 
 bool cfs_mover_moving_to(uint64_t ino, uint32_t *to)
@@ -999,7 +1118,7 @@ bool cfs_mover_moving_to(uint64_t ino, uint32_t *to)
 	m = find(ino);
 	moving = m && active(m);
 	if (moving)
-		*to = m->to;
+		*to = place_of(m).to; /* a cancel not yet turned back: its source */
 	pthread_mutex_unlock(&mv.lock);
 	return moving;
 }

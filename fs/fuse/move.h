@@ -49,12 +49,22 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes);
 /* Pause (stops between units, nothing held) or resume a move; persisted.
  * -ENOENT: no move of ino. */
 int cfs_mover_pause(uint64_t ino, bool pause);
-/* Cancel: the units moved so far go back where the chunk came from.
- * -ENOENT: no move of ino; -EBUSY: it came from a store being removed. */
+/* Cancel: the units moved so far go back where the chunk came from (a
+ * move stopped by nospace or an error too). The walk back is logged before
+ * this returns (durable with the next commit), so a crash resumes the walk
+ * back, not the move. 0, -ENOENT: no move of ino (or it has finished);
+ * -EBUSY: it came from a store being removed; or logging it failed. */
 int cfs_mover_cancel(uint64_t ino);
+/* Cancel every move off `store` (the removal of the store was cancelled):
+ * *cancelled of them. 0 or the first -errno of logging one. */
+int cfs_mover_cancel_from(uint32_t store, unsigned *cancelled);
 /* True while a move of ino is queued, running, paused or cancelling; *to
  * is where its units are going now. */
 bool cfs_mover_moving_to(uint64_t ino, uint32_t *to);
+/* Count the bytes moves switch off `store` from now on (the removal of
+ * `store`; one store at a time), and read the count. */
+void cfs_mover_count_off(uint32_t store);
+uint64_t cfs_mover_counted_off(void);
 
 /* The value of user.chunkfs.move for ino: "state=S from=A to=B done=BYTES
  * total=BYTES rate=BYTES/s" (state=none without a move). Returns the
