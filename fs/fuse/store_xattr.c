@@ -12,10 +12,12 @@
  *                        directory or the root, and moves a chunk.
  *   user.chunkfs.stores  the root: one line per store (label, index, state,
  *                        sizes, what a removal has left, the source it was
- *                        mounted from). root sets "add [label=LABEL] SOURCE"
- *                        or "remove [rate=RATE] STORE" (fs/fuse/storeop.h).
+ *                        mounted from). root sets "add [label=LABEL] SOURCE",
+ *                        "remove [rate=RATE] STORE" or "cancel-remove STORE"
+ *                        (fs/fuse/storeop.h).
  *   user.chunkfs.stores.why  the root: why the caller's last store request
- *                        was refused, or how its removal stopped.
+ *                        was refused, how its removal stopped (or was
+ *                        cancelled), or what its cancel did.
  *   user.chunkfs.move    a chunk: its move's progress (fs/fuse/move.h); set
  *                        "to=STORE [rate=BYTES]", "rate=BYTES", "pause",
  *                        "resume" or "cancel" (rates take K, M, G, T: powers

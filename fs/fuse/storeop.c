@@ -29,6 +29,16 @@
  * resumes the removal; after it, the store is gone from the pool and its
  * superblocks may still be there (a mount given it refuses it as not in the
  * table).
+ *
+ * Cancel ("cancel-remove STORE"), answered once it is durable: the removal
+ * thread told to end and joined (its last step, out of the table, looks at
+ * so.halt under the lock, so a cancel that got the lock first wins); the
+ * store active in the pool (units go there again); every move off it
+ * cancelled (the mover logs each walk back at once); then active in store
+ * 0's table (a snapshot: its commit makes those walks back durable too).
+ * Killed before the table write, the next mount resumes the removal (which
+ * turns the walks back round again); after it, the store is active and the
+ * walks back resume. Placements the removal dropped stay dropped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +70,9 @@
 
 static struct storeop {
 	struct cfs_daemon *d;
+	/* One request (or the unmount) at a time, held while it waits for the
+	 * removal thread to end (which needs `lock`); before `lock`. */
+	pthread_mutex_t request_lock;
 	/* One request or removal step at a time; everything below. */
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
@@ -70,11 +83,17 @@ static struct storeop {
 	pthread_t thread;
 	bool thread_joinable;
 	bool stop;
+	bool halt;	   /* the removal is being cancelled: its thread ends */
 	uint32_t removing; /* CFS_STORE_NONE: none running */
 	uint64_t rate_bytes;
-	pid_t remove_pid;
+	pid_t remove_pid;    /* 0: resumed by the mount */
+	bool resumed;	     /* by this mount: the bytes moved off are counted since */
 	const char *stopped; /* why the removal stopped, NULL while it runs */
-	/* Why the last request of a process was refused. */
+	/* The last store removed: a cancel of it says the removal finished. */
+	char removed_label[CFS_LABEL_BYTES];
+	uint32_t removed_index;
+	/* Why the last request of a process was refused (or what its cancel
+	 * did). */
 	pthread_mutex_t why_lock;
 	struct {
 		pid_t pid;
@@ -82,10 +101,12 @@ static struct storeop {
 	} why[WHY_SLOTS];
 	unsigned why_next;
 } so = {
+	.request_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.wake = PTHREAD_COND_INITIALIZER,
 	.why_lock = PTHREAD_MUTEX_INITIALIZER,
 	.removing = CFS_STORE_NONE,
+	.removed_index = CFS_STORE_NONE,
 };
 
 static bool locks_ready;
@@ -646,13 +667,26 @@ static int finish_removal(uint32_t store)
 	reroute(info.io_store, NULL, 0);
 	cfs_io_drop_store(so.d->io, info.io_store);
 	unlock_store(info.io_store);
+	memcpy(so.removed_label, info.label, CFS_LABEL_BYTES);
+	so.removed_index = store;
 	cfs_fs_log(FS(), "store %s (index %" PRIu32 ", %s) removed", label, store,
 		   info.source[0] ? info.source : "-");
 	return 0;
 }
 
+/* Should the removal thread end: an unmount, or a cancel? */
+static bool halted(void)
+{
+	bool halt;
+
+	pthread_mutex_lock(&so.lock);
+	halt = so.stop || so.halt;
+	pthread_mutex_unlock(&so.lock);
+	return halt;
+}
+
 /* One look at what is left on the store: true when the removal is over
- * (finished, or stopped). */
+ * (finished, stopped, or cancelled). */
 static bool removal_step(uint32_t store, uint64_t rate)
 {
 	struct cfs_pool_store_info info;
@@ -668,7 +702,7 @@ static bool removal_step(uint32_t store, uint64_t rate)
 	ret = cfs_ns_files_on(FS(), info.unit_base, info.unit_count, &inos, &n, &pieces);
 	if (ret)
 		return false; /* no memory now: the next look */
-	for (unsigned i = 0; i < n && !ret; i++) {
+	for (unsigned i = 0; i < n && !ret && !halted(); i++) {
 		ret = evacuate(inos[i], store, rate);
 		if (ret == -ENOSPC) {
 			uint64_t held, free_units;
@@ -699,6 +733,11 @@ static bool removal_step(uint32_t store, uint64_t rate)
 		return false;
 	if (info.space.used_units == 0 && info.space.busy_units == 0) {
 		pthread_mutex_lock(&so.lock);
+		if (so.halt) {
+			/* Cancelled first: the store stays. */
+			pthread_mutex_unlock(&so.lock);
+			return true;
+		}
 		ret = finish_removal(store);
 		if (ret == -EBUSY) {
 			pthread_mutex_unlock(&so.lock);
@@ -743,12 +782,8 @@ static void *removal_thread(void *arg)
 	for (;;) {
 		struct timespec until;
 		uint64_t deadline;
-		bool over;
 
-		pthread_mutex_lock(&so.lock);
-		over = so.stop;
-		pthread_mutex_unlock(&so.lock);
-		if (over || removal_step(store, rate))
+		if (halted() || removal_step(store, rate))
 			break;
 		deadline = now_ns() + REMOVE_NAP_NS;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -758,7 +793,7 @@ static void *removal_thread(void *arg)
 			until.tv_nsec -= 1000000000;
 		}
 		pthread_mutex_lock(&so.lock);
-		while (!so.stop && now_ns() < deadline &&
+		while (!so.stop && !so.halt && now_ns() < deadline &&
 		       pthread_cond_timedwait(&so.wake, &so.lock, &until) == 0)
 			;
 		pthread_mutex_unlock(&so.lock);
@@ -770,21 +805,31 @@ static void *removal_thread(void *arg)
 	return NULL;
 }
 
-/* [lock] Start the removal thread for `store` (joining one that ended). */
+/* [request_lock, lock] Wait for the removal thread to end (the caller
+ * told it to, or it has). `lock` is let go meanwhile: the thread needs it;
+ * request_lock keeps other requests out. */
+static void removal_join(void)
+{
+	if (!so.thread_joinable)
+		return;
+	pthread_mutex_unlock(&so.lock);
+	pthread_join(so.thread, NULL);
+	pthread_mutex_lock(&so.lock);
+	so.thread_joinable = false;
+}
+
+/* [request_lock, lock] Start the removal thread for `store` (joining one
+ * that ended). */
 static int removal_start(uint32_t store, uint64_t rate, pid_t pid)
 {
 	int ret;
 
-	if (so.thread_joinable) {
-		pthread_mutex_unlock(&so.lock);
-		pthread_join(so.thread, NULL);
-		pthread_mutex_lock(&so.lock);
-		so.thread_joinable = false;
-	}
+	removal_join();
 	so.removing = store;
 	so.rate_bytes = rate;
 	so.remove_pid = pid;
 	so.stopped = NULL;
+	so.halt = false;
 	ret = pthread_create(&so.thread, NULL, removal_thread, NULL);
 	if (ret) {
 		so.removing = CFS_STORE_NONE;
@@ -794,25 +839,37 @@ static int removal_start(uint32_t store, uint64_t rate, pid_t pid)
 	return 0;
 }
 
-/* [lock] */
-static int store_remove(const char *name, size_t name_length, uint64_t rate, pid_t pid, char *msg,
-			size_t msg_bytes)
+/* The store a request names (label or index), its name into label; or
+ * CFS_STORE_NONE, msg saying so. */
+static uint32_t named_store(const char *name, size_t name_length, char *label, size_t label_bytes,
+			    char *msg, size_t msg_bytes)
 {
 	uint32_t store = cfs_pool_find(FS()->pool, name, name_length);
-	struct cfs_pool_store_info info;
-	char label[CFS_LABEL_BYTES + 16], need[32], have[32];
-	struct cfs_sb table, next;
-	uint64_t held, free_units;
-	int ret;
 
-	if (store == CFS_STORE_NONE) {
+	if (store == CFS_STORE_NONE)
 		cfs_text_error(msg, msg_bytes,
 			       "no store %.*s in this pool (getfattr -n user.chunkfs.stores on the "
 			       "mount lists them)",
 			       (int)name_length, name);
+	else
+		cfs_pool_store_name(FS()->pool, store, label, label_bytes);
+	return store;
+}
+
+/* [request_lock, lock] */
+static int store_remove(const char *name, size_t name_length, uint64_t rate, pid_t pid, char *msg,
+			size_t msg_bytes)
+{
+	struct cfs_pool_store_info info;
+	char label[CFS_LABEL_BYTES + 16], need[32], have[32];
+	struct cfs_sb table, next;
+	uint64_t held, free_units;
+	uint32_t store;
+	int ret;
+
+	store = named_store(name, name_length, label, sizeof(label), msg, msg_bytes);
+	if (store == CFS_STORE_NONE)
 		return -ENOENT;
-	}
-	cfs_pool_store_name(FS()->pool, store, label, sizeof(label));
 	if (store == 0) {
 		cfs_text_error(msg, msg_bytes,
 			       "store %s holds the pool's metadata (store 0): it cannot be removed",
@@ -866,7 +923,105 @@ static int store_remove(const char *name, size_t name_length, uint64_t rate, pid
 	test_kill_point("store-remove-marked");
 	cfs_fs_log(FS(), "store %s (index %" PRIu32 "): removing, %" PRIu64 " bytes to move", label,
 		   store, held * FS()->geom.unit_bytes);
+	cfs_mover_count_off(store);
+	so.resumed = false;
 	return removal_start(store, rate, pid);
+}
+
+/* Is name (label or index) the last store removed? */
+static bool was_removed(const char *name, size_t name_length)
+{
+	char index[16];
+	size_t label_length = strnlen(so.removed_label, CFS_LABEL_BYTES);
+
+	if (so.removed_index == CFS_STORE_NONE)
+		return false;
+	snprintf(index, sizeof(index), "%" PRIu32, so.removed_index);
+	return (name_length == strlen(index) && !memcmp(name, index, name_length)) ||
+	       (label_length && name_length == label_length &&
+		!memcmp(name, so.removed_label, name_length));
+}
+
+/* [request_lock, lock] The removal of a store is cancelled: its thread
+ * ended, the store active in the pool, the moves off it cancelled (logged
+ * before the table, so one commit makes both durable), then active in
+ * store 0's table. msg: what it did, or why not. */
+static int store_cancel_remove(const char *name, size_t name_length, pid_t pid, char *msg,
+			       size_t msg_bytes)
+{
+	char label[CFS_LABEL_BYTES + 16], moved[32];
+	struct cfs_sb table, next;
+	unsigned cancelled = 0;
+	uint32_t store;
+	bool ours; /* this mount's removal thread removes it (or stopped) */
+	int ret;
+
+	store = named_store(name, name_length, label, sizeof(label), msg, msg_bytes);
+	if (store == CFS_STORE_NONE) {
+		if (was_removed(name, name_length))
+			cfs_text_error(msg, msg_bytes,
+				       "the removal of %.*s has finished: it is no longer in the "
+				       "pool",
+				       (int)name_length, name);
+		return -ENOENT;
+	}
+	if (cfs_pool_store_state(FS()->pool, store) != CFS_STORE_REMOVING) {
+		cfs_text_error(msg, msg_bytes, "store %s is not being removed", label);
+		return -ENOENT;
+	}
+	ours = so.removing == store;
+	if (ours) {
+		so.halt = true;
+		pthread_cond_broadcast(&so.wake);
+		removal_join();
+	}
+	/* No step of the removal runs now, and it did not take the store out
+	 * of the table: that step looks at so.halt under the lock. */
+	gib(ours ? cfs_mover_counted_off() : 0, moved, sizeof(moved));
+	cfs_pool_set_state(FS()->pool, store, CFS_STORE_ACTIVE);
+	ret = cfs_mover_cancel_from(store, &cancelled);
+	if (ret)
+		cfs_fs_log(FS(),
+			   "cancelling the removal of %s: logging a cancelled move failed (%s): a "
+			   "crash before its chunk is back on the store resumes that move",
+			   label, strerror(-ret));
+	test_kill_point("store-cancel-moves");
+	cfs_journal_table(FS()->journal, &table);
+	ret = cfs_sb_table_set_state(&table, store, CFS_STORE_ACTIVE, &next);
+	if (!ret)
+		ret = cfs_journal_write_table(FS(), &next);
+	if (ret) {
+		/* Still removing in the table: in the pool too, stopped. The
+		 * moves cancelled above go on back to it; a removal taken up
+		 * again turns them round. */
+		cfs_pool_set_state(FS()->pool, store, CFS_STORE_REMOVING);
+		so.removing = store;
+		so.halt = false;
+		cfs_text_error(msg, msg_bytes,
+			       "writing store 0's table of stores failed: %s; %s stays removing "
+			       "(stopped=error)",
+			       strerror(-ret), label);
+		stop_removal("error", msg);
+		return ret;
+	}
+	if (ours && so.remove_pid && so.remove_pid != pid) {
+		char text[WHY_BYTES];
+
+		snprintf(text, sizeof(text), "the removal of %s was cancelled", label);
+		set_why(so.remove_pid, text);
+	}
+	so.removing = CFS_STORE_NONE;
+	so.stopped = NULL;
+	so.halt = false;
+	cfs_mover_count_off(CFS_STORE_NONE);
+	snprintf(msg, msg_bytes, "removal of %s cancelled: %s had moved off it%s", label, moved,
+		 so.resumed ? " since this mount resumed the removal" : "");
+	if (cancelled)
+		snprintf(msg + strlen(msg), msg_bytes - strlen(msg),
+			 "; %u move%s off it cancelled: the units already moved go back onto it",
+			 cancelled, cancelled == 1 ? "" : "s");
+	cfs_fs_log(FS(), "store %s (index %" PRIu32 "): %s", label, store, msg);
+	return 0;
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -891,10 +1046,12 @@ int cfs_storeop_request(pid_t pid, const char *value, size_t size)
 	char msg[WHY_BYTES] = "", label[CFS_LABEL_BYTES + 1], source[4096];
 	const char *w;
 	size_t at = 0, n;
+	bool report = false; /* msg says what a request did */
 	int ret;
 
 	if (size && value[size - 1] == '\n')
 		size--;
+	pthread_mutex_lock(&so.request_lock);
 	pthread_mutex_lock(&so.lock);
 	locks_init();
 	if (!so.d || so.d->ram || so.d->read_only || cfs_fs_is_readonly(FS())) {
@@ -973,17 +1130,30 @@ int cfs_storeop_request(pid_t pid, const char *value, size_t size)
 			goto out;
 		}
 		ret = store_remove(name, name_n, rate, pid, msg, sizeof(msg));
+	} else if (n == 13 && !memcmp(w, "cancel-remove", 13)) {
+		const char *name;
+		size_t name_n;
+
+		if (!next_word(value, size, &at, &name, &name_n) ||
+		    next_word(value, size, &at, &w, &n)) {
+			ret = -EINVAL;
+			cfs_text_error(msg, sizeof(msg), "cancel-remove: name one store");
+			goto out;
+		}
+		ret = store_cancel_remove(name, name_n, pid, msg, sizeof(msg));
+		report = ret == 0;
 	} else {
 		ret = -EINVAL;
 		cfs_text_error(msg, sizeof(msg),
-			       "user.chunkfs.stores takes \"add [label=LABEL] SOURCE\" or \"remove "
-			       "[rate=RATE] STORE\"");
+			       "user.chunkfs.stores takes \"add [label=LABEL] SOURCE\", \"remove "
+			       "[rate=RATE] STORE\" or \"cancel-remove STORE\"");
 	}
 out:
 	if (ret && msg[0] && so.d)
 		cfs_fs_log(FS(), "store request refused: %s", msg);
 	pthread_mutex_unlock(&so.lock);
-	set_why(pid, ret ? msg : "");
+	pthread_mutex_unlock(&so.request_lock);
+	set_why(pid, ret || report ? msg : "");
 	return ret;
 }
 
@@ -1016,12 +1186,14 @@ int cfs_storeop_start(struct cfs_daemon *d)
 	struct cfs_pool_store_info info;
 	int ret = 0;
 
+	pthread_mutex_lock(&so.request_lock);
 	pthread_mutex_lock(&so.lock);
 	locks_init();
 	so.d = d;
 	so.stop = false;
 	if (d->ram || d->read_only) {
 		pthread_mutex_unlock(&so.lock);
+		pthread_mutex_unlock(&so.request_lock);
 		return 0;
 	}
 	for (unsigned i = 0; cfs_pool_store_at(d->fs->pool, i, &info) == 0; i++) {
@@ -1029,28 +1201,28 @@ int cfs_storeop_start(struct cfs_daemon *d)
 			continue;
 		cfs_fs_log(d->fs, "store %s (index %" PRIu32 "): resuming its removal",
 			   info.label[0] ? info.label : "without a label", info.index);
+		cfs_mover_count_off(info.index);
+		so.resumed = true;
 		ret = removal_start(info.index, 0, 0);
 		break;
 	}
 	pthread_mutex_unlock(&so.lock);
+	pthread_mutex_unlock(&so.request_lock);
 	return ret;
 }
 
 void cfs_storeop_stop(void)
 {
+	pthread_mutex_lock(&so.request_lock);
 	pthread_mutex_lock(&so.lock);
 	so.stop = true;
 	pthread_cond_broadcast(&so.wake);
-	if (so.thread_joinable) {
-		pthread_mutex_unlock(&so.lock);
-		pthread_join(so.thread, NULL);
-		pthread_mutex_lock(&so.lock);
-		so.thread_joinable = false;
-	}
+	removal_join();
 	if (so.q)
 		cfs_ioq_destroy(so.q);
 	so.q = NULL;
 	free(so.buf);
 	so.buf = NULL;
 	pthread_mutex_unlock(&so.lock);
+	pthread_mutex_unlock(&so.request_lock);
 }

@@ -4,15 +4,17 @@
  * "Adding and removing stores online"; chunkfs(8), STORES).
  *
  * Asked for by setting user.chunkfs.stores on the mount root (`chunkfs
- * store` is the client): "add SOURCE [label=LABEL]" or "remove STORE
- * [rate=BYTES]". An add is done when the setxattr returns: SOURCE opened and
+ * store` is the client): "add [label=LABEL] SOURCE", "remove [rate=BYTES]
+ * STORE" or "cancel-remove STORE". An add is done when the setxattr returns: SOURCE opened and
  * locked, checked, its superblocks written as a data store of the pool,
  * routed, then store 0's table written (next generation) with it, active.
  * A remove returns once the store is *removing* in store 0's table; a
  * thread then moves every chunk with units on it to another store (the
  * mover), drops placements naming it, takes it out of the table, wipes its
  * superblocks and closes it. A crash resumes the removal at the next mount
- * (the table says removing).
+ * (the table says removing). A cancel returns once the removal thread has
+ * ended, the moves off the store are cancelled and the store is active in
+ * store 0's table again.
  *
  * Refusals come back as an errno; the sentence that explains one is kept
  * for the process that asked (user.chunkfs.stores.why), and logged.
@@ -44,12 +46,14 @@ void cfs_storeop_stop(void);
 void cfs_storeop_unlock(void);
 
 /* setxattr user.chunkfs.stores = value, asked by process pid: 0 or -errno
- * (-EINVAL a bad request, -ENOENT no such store, -EPERM store 0, -EEXIST
+ * (-EINVAL a bad request, -ENOENT no such store, or for a cancel no removal
+ * of it (finished, or never started), -EPERM store 0, -EEXIST
  * SOURCE holds something, -EBUSY in use or another removal running,
  * -ENOSPC no room for what the store holds, -EOPNOTSUPP, -EROFS, -EIO). */
 int cfs_storeop_request(pid_t pid, const char *value, size_t size);
-/* Why pid's last request was refused (or how its removal stopped): the
- * sentence into text (snprintf's length; 0: nothing to say). */
+/* Why pid's last request was refused (or how its removal stopped or was
+ * cancelled, or what its cancel did): the sentence into text (snprintf's
+ * length; 0: nothing to say). */
 size_t cfs_storeop_why(pid_t pid, char *text, size_t max);
 /* What user.chunkfs.stores adds to the line of a store being removed:
  * " left=BYTES" (its units still used) and " stopped=REASON" when the
