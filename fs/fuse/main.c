@@ -188,6 +188,7 @@ static void usage(FILE *f, const char *prog)
 		"       chunkfs move --pause | --resume | --cancel | --status CHUNK\n"
 		"       chunkfs store add DIR SOURCE [-L LABEL]\n"
 		"       chunkfs store remove [--wait | --no-wait] [--rate RATE] DIR STORE\n"
+		"       chunkfs store remove --cancel DIR STORE\n"
 		"\n"
 		"SOURCE is a block device or image file formatted by mkchunkfs, or a Ceph\n"
 		"RBD image, rbd:POOL/IMAGE or rbd:POOL/NAMESPACE/IMAGE.\n"

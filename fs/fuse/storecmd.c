@@ -4,13 +4,16 @@
  *
  *   chunkfs store add DIR SOURCE [-L LABEL]
  *   chunkfs store remove [--wait | --no-wait] [--rate RATE] DIR STORE
+ *   chunkfs store remove --cancel DIR STORE
  *   chunkfs store list DIR
  *
  * DIR is the mount (or any path in it: its mount root is asked). An add
  * sets user.chunkfs.stores to "add [label=LABEL] SOURCE" (SOURCE made
  * absolute: the daemon runs in /); a remove to "remove [rate=RATE] STORE",
  * then reads user.chunkfs.stores every 200 ms until the store is gone, with
- * a progress line on a terminal. A refusal prints the daemon's sentence
+ * a progress line on a terminal; a cancel to "cancel-remove STORE", which
+ * the daemon answers once the cancel is durable (what it did is then in
+ * user.chunkfs.stores.why). A refusal prints the daemon's sentence
  * (user.chunkfs.stores.why).
  */
 #include <errno.h>
@@ -39,6 +42,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: chunkfs store add DIR SOURCE [-L LABEL]\n"
 		   "       chunkfs store remove [--wait | --no-wait] [--rate RATE] DIR STORE\n"
+		   "       chunkfs store remove --cancel DIR STORE\n"
 		   "       chunkfs store list DIR\n"
 		   "DIR: the pool's mount; SOURCE: a block device or image file; STORE: a label\n"
 		   "or index; RATE: bytes per second, with K, M, G or T (powers of 1024)\n");
@@ -73,15 +77,22 @@ static const char *store_line(const char *listing, const char *name)
 	return NULL;
 }
 
-/* A field of a listing line ("left=123"): its value, or "". */
+/* The daemon's sentence for this process (user.chunkfs.stores.why): its
+ * length, 0 when it has none. */
+static size_t read_why(const char *root, char *why, size_t bytes)
+{
+	ssize_t n = getxattr(root, WHY_XATTR, why, bytes - 1);
+
+	why[n > 0 ? n : 0] = 0;
+	return n > 0 ? (size_t)n : 0;
+}
+
 /* Say why the daemon refused (or stopped): its sentence, else errno's. */
 static int refuse(const char *verb, const char *root, int err)
 {
 	char why[1024];
-	ssize_t n = getxattr(root, WHY_XATTR, why, sizeof(why) - 1);
 
-	if (n > 0) {
-		why[n] = 0;
+	if (read_why(root, why, sizeof(why))) {
 		fprintf(stderr, "chunkfs store %s: %s\n", verb, why);
 	} else if (err == ENODATA || err == EOPNOTSUPP) {
 		fprintf(stderr, "chunkfs store %s: %s is not a chunkfs pool's mount\n", verb, root);
@@ -140,7 +151,7 @@ static int cmd_add(const char *root, const char *source, const char *label)
 
 static int cmd_remove(const char *root, const char *store, const char *rate, bool wait)
 {
-	char value[512], listing[LISTING_BYTES], left[32], stopped[32], left_h[32];
+	char value[512], listing[LISTING_BYTES], left[32], stopped[32], left_h[32], state[32];
 	bool tty = isatty(STDOUT_FILENO), shown = false;
 	struct timespec t0, t;
 
@@ -172,15 +183,21 @@ static int cmd_remove(const char *root, const char *store, const char *rate, boo
 				       (double)(t.tv_nsec - t0.tv_nsec) / 1e9);
 			return 0;
 		}
+		cfs_cmd_field(line, "state", state, sizeof(state));
+		if (!strcmp(state, "active")) {
+			/* Cancelled (chunkfs store remove --cancel). */
+			if (shown)
+				printf("\n");
+			return refuse("remove", root, ECANCELED);
+		}
 		cfs_cmd_field(line, "stopped", stopped, sizeof(stopped));
 		if (stopped[0]) {
 			char why[1024];
-			ssize_t n = getxattr(root, WHY_XATTR, why, sizeof(why) - 1);
 
 			if (shown)
 				printf("\n");
-			if (n > 0)
-				fprintf(stderr, "chunkfs store remove: %.*s\n", (int)n, why);
+			if (read_why(root, why, sizeof(why)))
+				fprintf(stderr, "chunkfs store remove: %s\n", why);
 			else
 				fprintf(stderr,
 					"chunkfs store remove: the removal stopped (%s); the "
@@ -203,17 +220,37 @@ static int cmd_remove(const char *root, const char *store, const char *rate, boo
 	}
 }
 
+/* The daemon answers once the removal thread has ended and the store is
+ * active in store 0's table: nothing to wait for here. */
+static int cmd_cancel(const char *root, const char *store)
+{
+	char value[512], why[1024];
+
+	snprintf(value, sizeof(value), "cancel-remove %s", store);
+	if (setxattr(root, STORES_XATTR, value, strlen(value), 0))
+		return refuse("remove --cancel", root, errno);
+	if (read_why(root, why, sizeof(why)))
+		printf("%s\n", why);
+	else
+		printf("removal of %s cancelled\n", store);
+	return 0;
+}
+
 int cfs_storecmd_main(int argc, char **argv)
 {
-	enum { OPT_WAIT = 1, OPT_NO_WAIT };
+	enum { OPT_WAIT = 1, OPT_NO_WAIT, OPT_CANCEL };
 	static const struct option longs[] = {
-		{"wait", no_argument, NULL, OPT_WAIT},	{"no-wait", no_argument, NULL, OPT_NO_WAIT},
-		{"rate", required_argument, NULL, 'r'}, {"label", required_argument, NULL, 'L'},
-		{"help", no_argument, NULL, 'h'},	{NULL, 0, NULL, 0},
+		{"wait", no_argument, NULL, OPT_WAIT},
+		{"no-wait", no_argument, NULL, OPT_NO_WAIT},
+		{"cancel", no_argument, NULL, OPT_CANCEL},
+		{"rate", required_argument, NULL, 'r'},
+		{"label", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *rate = NULL, *label = NULL, *verb;
 	char root[PATH_MAX];
-	bool wait = true;
+	bool wait = true, cancel = false, wait_given = false;
 	int c;
 
 	if (argc < 2) {
@@ -231,10 +268,12 @@ int cfs_storecmd_main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "r:L:h", longs, NULL)) != -1) {
 		switch (c) {
 		case OPT_WAIT:
-			wait = true;
-			break;
 		case OPT_NO_WAIT:
-			wait = false;
+			wait = c == OPT_WAIT;
+			wait_given = true;
+			break;
+		case OPT_CANCEL:
+			cancel = true;
 			break;
 		case 'r':
 			rate = optarg;
@@ -251,7 +290,9 @@ int cfs_storecmd_main(int argc, char **argv)
 		}
 	}
 	if ((!strcmp(verb, "add") && (argc - optind != 2 || rate)) ||
-	    (!strcmp(verb, "remove") && (argc - optind != 2 || label)) ||
+	    (!strcmp(verb, "remove") &&
+	     (argc - optind != 2 || label || (cancel && (rate || (wait_given && !wait))))) ||
+	    (cancel && strcmp(verb, "remove")) ||
 	    (!strcmp(verb, "list") && (argc - optind != 1 || rate || label)) ||
 	    (strcmp(verb, "add") && strcmp(verb, "remove") && strcmp(verb, "list"))) {
 		usage(stderr);
@@ -265,5 +306,7 @@ int cfs_storecmd_main(int argc, char **argv)
 		return cmd_list(root);
 	if (!strcmp(verb, "add"))
 		return cmd_add(root, argv[optind + 1], label);
+	if (cancel)
+		return cmd_cancel(root, argv[optind + 1]);
 	return cmd_remove(root, argv[optind + 1], rate, wait);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * storecmd.h — `chunkfs store`: adds a store to a mounted pool, removes one
- * (waiting while its chunks move off it), lists them (chunkfs(8), STORES).
+ * (waiting while its chunks move off it), cancels a removal, lists them
+ * (chunkfs(8), STORES).
  * A client of the xattrs user.chunkfs.stores and user.chunkfs.stores.why on
  * the mount root (fs/fuse/storeop.h); it talks to the daemon no other way.
  */
