@@ -19,13 +19,11 @@
 #     resumes it; the data verified).
 # Under BUILD=tsan the daemons run with ThreadSanitizer and any report fails.
 . "$(dirname "$0")/../lib/common.sh"
+. "$CFS_ROOT/tests/lib/pool.sh"
 cfs_require_fuse
 cfs_require_cmd getfattr setfattr fio mkfs.ext4 md5sum flock
 cfs_tsan_watch
 
-mk=$CFS_BIN/mkchunkfs
-fsck=$CFS_BIN/fsck.chunkfs
-cm=$CFS_BIN/chunkfs
 s0=$CFS_WORK/ssd0.img s1=$CFS_WORK/hdd0.img s2=$CFS_WORK/new.img
 mnt=$CFS_WORK/mnt
 MiB=1048576
@@ -34,13 +32,6 @@ cfs_mkfs "$s0" 128M -L ssd0
 "$mk" -q -s 64M --sparse -L hdd0 --join "$s0" "$s1" || cfs_fail "join of hdd0 failed"
 truncate -s 64M "$s2"
 cfs_mount "$s0,$s1" "$mnt"
-
-where() { getfattr --absolute-names --only-values -n user.chunkfs.store "$1"; }
-stores() { getfattr --absolute-names --only-values -n user.chunkfs.stores "$mnt"; }
-field_of() {	# field_of STORE FIELD: a field of STORE's line in user.chunkfs.stores
-	stores | awk -v s="$1" -v f="$2" '$1 == s { for (i = 2; i <= NF; i++) if (index($i, f "=") == 1) { sub(f "=", "", $i); print $i } }'
-}
-has_store() { stores | awk -v s="$1" '$1 == s { found = 1 } END { exit !found }'; }
 
 cd "$CFS_WORK"
 engine=io_uring
