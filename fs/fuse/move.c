@@ -10,13 +10,18 @@
  *      unwritten sectors are not copied, and stay so) from the old unit to a
  *      reserved one through the mover's own queue, MOVE_PIECES pieces in
  *      flight, every one finished before the switch;
- *   3. switch (cfs_ns_move_switch: remap + one transaction, old unit freed
- *      as unmapped units are); every MOVE_COMMIT_UNITS switches, or when
- *      a write waited for the guard, ask for a commit without waiting;
+ *   3. switch (cfs_ns_move_switch: relocate + one transaction, old unit
+ *      freed as unmapped units are); every MOVE_COMMIT_UNITS switches, or
+ *      when a write waited for the guard, ask for a commit without waiting;
  *   4. the guard leaves each switched unit once the durable sequence has
  *      passed its switch (the next unit's step 1 looks), oldest first.
  * Reads never wait: until the switch they read the old unit, which holds
  * the same bytes and stays allocated while any I/O reference exists.
+ *
+ * A small file's piece (a part of a unit shared with other small files,
+ * fs/meta/piece.h) moves the same way, as its file unit: guarded, copied
+ * into a piece of the same size on the target (taken when its turn comes,
+ * not reserved with the units), switched in one transaction.
  *
  * A crash before a switch is durable leaves the chunk on the old unit,
  * whole (writes were kept away); after, on the new one (the commit flushed
@@ -123,10 +128,11 @@ struct pending_switch {
 	uint64_t lo_bytes; /* the unit's first file byte */
 };
 
-/* A unit to move: file unit -> the store unit it maps now. */
+/* A file unit to move and the place it maps now: a whole store unit or a
+ * piece of one. */
 struct unit_ref {
 	uint64_t file_unit;
-	uint64_t store_unit;
+	struct cfs_extent_loc from;
 };
 
 static struct mover {
@@ -219,7 +225,41 @@ static void release_reserved(struct move *m)
 	m->run_used = 0;
 }
 
-static void log_nospace(uint64_t ino, uint32_t to, uint64_t units)
+/* The place on m->to that ref moves into: a new piece for a piece, else the
+ * next reserved unit (with more reserved for units mapped on the old store
+ * after the census: writes before the placement was logged). 0, -ENOSPC,
+ * or another error. */
+static int take_place(struct move *m, const struct unit_ref *ref, uint64_t units_left,
+		      struct cfs_extent_loc *to)
+{
+	struct cfs_unit_run *more;
+	unsigned n;
+	int ret;
+
+	*to = (struct cfs_extent_loc){0, 0, 0};
+	if (ref->from.piece_bytes)
+		return cfs_ns_move_reserve_piece(FS(), m->to, ref->from.piece_bytes, to);
+	if (take_reserved(m, &to->store_unit))
+		return 0;
+	ret = cfs_ns_move_reserve(FS(), m->to, units_left, &more, &n);
+	if (ret)
+		return ret;
+	release_reserved(m);
+	m->runs = more;
+	m->run_count = n;
+	take_reserved(m, &to->store_unit);
+	return 0;
+}
+
+static void give_back_place(const struct cfs_extent_loc *to)
+{
+	if (to->piece_bytes)
+		cfs_ns_move_unreserve_piece(FS(), to);
+	else
+		cfs_ns_move_unreserve(FS(), to->store_unit, 1);
+}
+
+static void log_nospace(uint64_t ino, uint32_t to, uint64_t bytes)
 {
 	struct cfs_pool_store_info info;
 	char label[CFS_LABEL_BYTES + 16];
@@ -232,7 +272,7 @@ static void log_nospace(uint64_t ino, uint32_t to, uint64_t units)
 		   "move of inode %" PRIu64 " refused: store %s has %.1f GiB free, the chunk needs "
 		   "%.1f GiB",
 		   ino, label, (double)(info.space.free_units * unit) / (1u << 30),
-		   (double)(units * unit) / (1u << 30));
+		   (double)bytes / (1u << 30));
 }
 
 /* ---- what a chunk has where ------------------------------------------------------------- */
@@ -241,9 +281,11 @@ struct census {
 	struct cfs_pool *pool;
 	uint32_t to;
 	uint64_t away;	       /* whole units not on `to` */
-	uint64_t pieces;       /* pieces not on `to` (not moved) */
-	uint32_t from;	       /* the store of the first unit away */
-	struct unit_ref *list; /* NULL: count only */
+	uint64_t pieces;       /* pieces not on `to` */
+	uint64_t piece_bytes;  /* their bytes */
+	uint32_t piece_max;    /* the largest of them */
+	uint32_t from;	       /* the store of the first unit or piece away */
+	struct unit_ref *list; /* NULL: count only; else away + pieces of them */
 	uint64_t list_cap;
 	int error;
 };
@@ -254,17 +296,14 @@ static int census_unit(void *arg, const struct cfs_extent_unit_view *v)
 
 	for (uint64_t i = 0; i < v->unit_count; i++) {
 		uint32_t st = cfs_pool_store_of(c->pool, v->store_unit + i);
+		uint64_t n = c->away + c->pieces;
 
 		if (st == c->to)
 			continue;
-		if (v->piece_bytes) {
-			c->pieces++;
-			continue;
-		}
-		if (c->away == 0)
+		if (n == 0)
 			c->from = st;
 		if (c->list) {
-			if (c->away == c->list_cap) {
+			if (n == c->list_cap) {
 				struct unit_ref *more =
 					realloc(c->list, 2 * c->list_cap * sizeof(*more));
 
@@ -273,20 +312,36 @@ static int census_unit(void *arg, const struct cfs_extent_unit_view *v)
 				c->list = more;
 				c->list_cap *= 2;
 			}
-			c->list[c->away] = (struct unit_ref){v->file_unit + i, v->store_unit + i};
+			c->list[n] = (struct unit_ref){
+				v->file_unit + i,
+				{v->store_unit + i, v->piece_offset_bytes, v->piece_bytes}};
 		}
-		c->away++;
+		if (v->piece_bytes) {
+			c->pieces++;
+			c->piece_bytes += v->piece_bytes;
+			if (v->piece_bytes > c->piece_max)
+				c->piece_max = v->piece_bytes;
+		} else {
+			c->away++;
+		}
 	}
 	return 0;
 }
 
-/* Count (and with list, list) the units of ino not on `to`. */
+/* Bytes a census's units and pieces hold on the store. */
+static uint64_t census_bytes(const struct census *c)
+{
+	return c->away * FS()->geom.unit_bytes + c->piece_bytes;
+}
+
+/* Count (and with list, list) the units and pieces of ino not on `to`. */
 static int take_census(uint64_t ino, struct census *c, bool list)
 {
 	int ret;
 
 	c->pool = FS()->pool;
-	c->away = c->pieces = 0;
+	c->away = c->pieces = c->piece_bytes = 0;
+	c->piece_max = 0;
 	c->from = CFS_STORE_NONE;
 	c->list = NULL;
 	if (list) {
@@ -386,6 +441,7 @@ static void throttle(struct move *m, uint64_t bytes)
 struct copy_cursor {
 	const struct cfs_extent_map *map;
 	uint64_t base;	   /* the unit's first file byte */
+	uint64_t bytes;	   /* what its place holds: the unit, or its piece */
 	uint64_t off;	   /* the next byte of the unit to look at */
 	uint64_t span_end; /* the end of the span off is in */
 	bool written;	   /* that span's sectors are written */
@@ -395,7 +451,7 @@ struct copy_cursor {
  * relative to the unit, 0 at its end, -EIO on a map that answers nothing. */
 static int next_piece(struct copy_cursor *c, uint64_t *off, uint32_t *n)
 {
-	uint64_t unit = FS()->geom.unit_bytes;
+	uint64_t unit = c->bytes;
 
 	while (c->off < unit) {
 		if (c->off == c->span_end) {
@@ -445,22 +501,34 @@ static int queue_piece(struct piece *p, enum cfs_io_op op, uint64_t offset, uint
 	return cfs_ioq_queue(mv.q, &p->req);
 }
 
-/* Copy the written sectors of file unit fu from store unit `from` to `to`,
- * up to MOVE_PIECES pieces in flight. -ESTALE when fu no longer maps
- * `from` as a whole unit. */
-static int copy_unit(struct move *m, struct cfs_inode *inode, uint64_t fu, uint64_t from,
-		     uint64_t to)
+/* Device offset of a place. */
+static uint64_t place_offset(const struct cfs_extent_loc *loc)
+{
+	return cfs_fs_unit_offset_bytes(FS(), loc->store_unit) + loc->piece_offset_bytes;
+}
+
+static bool same_place(const struct cfs_extent_loc *a, const struct cfs_extent_loc *b)
+{
+	return a->store_unit == b->store_unit && a->piece_offset_bytes == b->piece_offset_bytes &&
+	       a->piece_bytes == b->piece_bytes;
+}
+
+/* Copy the written sectors of file unit fu from its place *from to *to, up
+ * to MOVE_PIECES pieces in flight. -ESTALE when fu no longer maps exactly
+ * *from. */
+static int copy_unit(struct move *m, struct cfs_inode *inode, uint64_t fu,
+		     const struct cfs_extent_loc *from, const struct cfs_extent_loc *to)
 {
 	const struct cfs_extent_geom *g = &FS()->geom;
-	uint64_t src = cfs_fs_unit_offset_bytes(FS(), from);
-	uint64_t dst = cfs_fs_unit_offset_bytes(FS(), to);
-	struct copy_cursor cur = {.map = inode->map, .base = fu << g->unit_shift};
-	struct cfs_extent_run run;
+	uint64_t src = place_offset(from), dst = place_offset(to);
+	struct copy_cursor cur = {.map = inode->map,
+				  .base = fu << g->unit_shift,
+				  .bytes = cfs_extent_loc_bytes(g, from)};
+	struct cfs_extent_loc now;
 	bool more = true;
 	int err = 0;
 
-	if (cfs_extent_lookup(inode->map, cur.base, g->unit_bytes, &run) || !run.mapped ||
-	    run.store_unit != from || run.length_bytes < g->unit_bytes)
+	if (cfs_extent_unit_loc(inode->map, fu, &now) || !same_place(&now, from))
 		return -ESTALE;
 	for (;;) {
 		unsigned busy = 0;
@@ -552,6 +620,7 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 	struct pending_switch pending[MOVE_PENDING_MAX]; /* a ring, oldest first */
 	unsigned pending_head = 0, pending_count = 0;
 	unsigned unasked = 0; /* switches no commit was asked for yet */
+	uint64_t units_left = c->away, bytes_left = census_bytes(c);
 	bool guarded = false;
 	enum stop_why why = GO_ON;
 	uint64_t started = now_ns();
@@ -562,30 +631,27 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 	cfs_journal_kick(FS());
 	mv.bucket_start_ns = started;
 	mv.bucket_bytes = 0;
-	for (uint64_t i = 0; i < c->away; i++) {
-		uint64_t fu = c->list[i].file_unit, to_unit, seq;
+	for (uint64_t i = 0; i < c->away + c->pieces; i++) {
+		const struct unit_ref *ref = &c->list[i];
+		uint64_t fu = ref->file_unit, seq;
+		uint64_t bytes = cfs_extent_loc_bytes(g, &ref->from);
+		struct cfs_extent_loc to;
 		uint32_t src;
 		int ret;
 
 		why = should_stop(m);
 		if (why != GO_ON)
 			break;
-		if (!take_reserved(m, &to_unit)) {
-			/* Units mapped on the old store after the census
-			 * (writes before the placement was logged). */
-			struct cfs_unit_run *more;
-			unsigned n;
-
-			if (cfs_ns_move_reserve(FS(), m->to, c->away - i, &more, &n)) {
-				log_nospace(m->ino, m->to, c->away - i);
-				*err = -ENOSPC;
-				break;
-			}
-			release_reserved(m);
-			m->runs = more;
-			m->run_count = n;
-			take_reserved(m, &to_unit);
+		ret = take_place(m, ref, units_left, &to);
+		if (ret) {
+			if (ret == -ENOSPC)
+				log_nospace(m->ino, m->to, bytes_left);
+			*err = ret;
+			break;
 		}
+		if (!ref->from.piece_bytes)
+			units_left--;
+		bytes_left -= bytes;
 		if (pending_count == MOVE_PENDING_MAX)
 			cfs_journal_commit_sync(FS()); /* commits lag: hold no more */
 		/* Durable switches leave the guard, oldest first: a commit
@@ -599,20 +665,20 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			(fu + 1) << g->unit_shift);
 		guarded = true;
 		cfs_data_guard_drain(inode);
-		ret = copy_unit(m, inode, fu, c->list[i].store_unit, to_unit);
+		ret = copy_unit(m, inode, fu, &ref->from, &to);
 		if (!ret)
-			ret = cfs_ns_move_switch(FS(), inode, fu, c->list[i].store_unit, to_unit,
-						 &seq);
+			ret = cfs_ns_move_switch(FS(), inode, fu, &ref->from, &to, &seq);
 		if (ret == -ESTALE) {
-			/* Punched or truncated meanwhile: nothing to move. */
-			cfs_ns_move_unreserve(FS(), to_unit, 1);
+			/* Punched, truncated or grown meanwhile: nothing to
+			 * move (a piece grows onto the target). */
+			give_back_place(&to);
 			pthread_mutex_lock(&mv.lock);
-			m->total_bytes -= g->unit_bytes;
+			m->total_bytes -= bytes;
 			pthread_mutex_unlock(&mv.lock);
 			continue;
 		}
 		if (ret) {
-			cfs_ns_move_unreserve(FS(), to_unit, 1);
+			give_back_place(&to);
 			cfs_fs_log(FS(), "move of inode %" PRIu64 ": file unit %" PRIu64 ": %s",
 				   m->ino, fu, strerror(-ret));
 			*err = ret;
@@ -627,11 +693,11 @@ static enum stop_why run_units(struct move *m, struct cfs_inode *inode, const st
 			cfs_journal_kick(FS());
 			unasked = 0;
 		}
-		src = cfs_pool_store_of(FS()->pool, c->list[i].store_unit);
+		src = cfs_pool_store_of(FS()->pool, ref->from.store_unit);
 		pthread_mutex_lock(&mv.lock);
-		m->done_bytes += g->unit_bytes;
+		m->done_bytes += bytes;
 		if (src == mv.count_store)
-			mv.count_bytes += g->unit_bytes;
+			mv.count_bytes += bytes;
 		m->moving_ns += now_ns() - started;
 		started = now_ns();
 		pthread_mutex_unlock(&mv.lock);
@@ -671,7 +737,7 @@ static void turn_back(struct move *m)
 /* Every unit is on `to`: the move is logged finished and ends, unless a
  * cancel came as the last unit switched (its record, logged, says back:
  * false, and the move turns back). */
-static bool finish(struct move *m, uint64_t pieces)
+static bool finish(struct move *m)
 {
 	struct move_place p;
 	bool back;
@@ -691,11 +757,6 @@ static bool finish(struct move *m, uint64_t pieces)
 	if (ret && ret != -ENOENT) {
 		set_state(m, MS_ERROR, ret);
 	} else {
-		if (pieces)
-			cfs_fs_log(FS(),
-				   "move of inode %" PRIu64 ": %" PRIu64
-				   " small-file pieces stay where they are",
-				   m->ino, pieces);
 		set_state(m, MS_DONE, 0);
 	}
 	/* Ended before a cancel can look: it finds nothing to cancel. */
@@ -735,7 +796,7 @@ static void run_move(struct move *m)
 		ret = cfs_ns_move_reserve(FS(), m->to, c.away, &m->runs, &m->run_count);
 		if (ret) {
 			if (ret == -ENOSPC)
-				log_nospace(m->ino, m->to, c.away);
+				log_nospace(m->ino, m->to, census_bytes(&c));
 			set_state(m, ret == -ENOSPC ? MS_NOSPACE : MS_ERROR, ret);
 			goto out;
 		}
@@ -743,7 +804,7 @@ static void run_move(struct move *m)
 		m->run_used = 0;
 	}
 	pthread_mutex_lock(&mv.lock);
-	m->total_bytes = m->done_bytes + c.away * FS()->geom.unit_bytes;
+	m->total_bytes = m->done_bytes + census_bytes(&c);
 	m->state = m->cancelling ? MS_CANCELLING : MS_MOVING;
 	pthread_mutex_unlock(&mv.lock);
 
@@ -768,7 +829,7 @@ static void run_move(struct move *m)
 		break;
 	case GO_ON:
 		release_reserved(m);
-		if (!finish(m, c.pieces))
+		if (!finish(m))
 			turn_back(m); /* cancelled as its last unit switched */
 		break;
 	case CANCELLING:
@@ -946,17 +1007,27 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 	ret = take_census(ino, &c, false);
 	if (ret)
 		return ret;
-	if (c.away == 0) {
+	if (c.away + c.pieces == 0) {
 		/* Nothing to move: only placed (new units go there). */
 		place = (struct cfs_place){to, CFS_STORE_NONE, 0, 0};
 		return cfs_ns_place_set(FS(), ino, &place);
 	}
 	if (!atomic_load(&mv.started))
 		return -EROFS; /* a read-only or RAM mount: nothing moves */
-	ret = cfs_ns_move_reserve(FS(), to, c.away, &runs, &run_count);
+	/* Whole units now (ENOSPC before anything moves); pieces are taken
+	 * one at a time as they move, so a piece as large as the largest is
+	 * only looked for (a store removal stops at once when none fits). */
+	ret = c.away ? cfs_ns_move_reserve(FS(), to, c.away, &runs, &run_count) : 0;
+	if (!ret && c.pieces) {
+		struct cfs_extent_loc probe;
+
+		ret = cfs_ns_move_reserve_piece(FS(), to, c.piece_max, &probe);
+		if (!ret)
+			cfs_ns_move_unreserve_piece(FS(), &probe);
+	}
 	if (ret) {
 		if (ret == -ENOSPC)
-			log_nospace(ino, to, c.away);
+			log_nospace(ino, to, census_bytes(&c));
 		return ret;
 	}
 	place = (struct cfs_place){to, c.from, 0, rate_bytes};
@@ -989,7 +1060,7 @@ int cfs_mover_request(uint64_t ino, uint32_t to, uint64_t rate_bytes)
 			   .from = c.from,
 			   .rate_bytes = rate_bytes,
 			   .state = MS_QUEUED,
-			   .total_bytes = c.away * FS()->geom.unit_bytes,
+			   .total_bytes = census_bytes(&c),
 			   .runs = runs,
 			   .run_count = run_count,
 			   .next = m->next};

@@ -4,10 +4,11 @@
  * stores of a pool while they are read and written (fs/POOLS.md, "Moving a
  * chunk online"; chunkfs(8), MOVING CHUNKS).
  *
- * A move is "every unit of this chunk onto store T". Asked for by setting
- * user.chunkfs.store on a chunk (or user.chunkfs.move, which also takes a
- * rate, pause, resume and cancel); the units it needs on T are reserved at
- * once (ENOSPC refuses it, the chunk untouched), and the placement record
+ * A move is "every unit of this chunk onto store T" (a small file's piece
+ * of a unit too). Asked for by setting user.chunkfs.store on a chunk (or
+ * user.chunkfs.move, which also takes a rate, pause, resume and cancel);
+ * the whole units it needs on T are reserved at once (ENOSPC refuses it,
+ * the chunk untouched; pieces are taken as they move), and the placement record
  * (INODE_PLACE: store T, from the source) is logged, so a mount after a
  * crash or an unmount resumes it. The thread then takes the chunk's units in
  * file order, one at a time: guard (fs/fuse/data.h: writes to the unit

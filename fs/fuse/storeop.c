@@ -691,7 +691,7 @@ static bool removal_step(uint32_t store, uint64_t rate)
 {
 	struct cfs_pool_store_info info;
 	char text[WHY_BYTES], label[CFS_LABEL_BYTES + 16];
-	uint64_t *inos = NULL, pieces = 0;
+	uint64_t *inos = NULL;
 	unsigned n = 0;
 	int ret;
 
@@ -699,7 +699,7 @@ static bool removal_step(uint32_t store, uint64_t rate)
 	drop_placements(store);
 	if (cfs_pool_store_info(FS()->pool, store, &info))
 		return true;
-	ret = cfs_ns_files_on(FS(), info.unit_base, info.unit_count, &inos, &n, &pieces);
+	ret = cfs_ns_files_on(FS(), info.unit_base, info.unit_count, &inos, &n);
 	if (ret)
 		return false; /* no memory now: the next look */
 	for (unsigned i = 0; i < n && !ret && !halted(); i++) {
@@ -755,16 +755,6 @@ static bool removal_step(uint32_t store, uint64_t rate)
 		/* Freed by moves, free once durable. */
 		cfs_journal_commit_sync(FS());
 		return false;
-	}
-	if (pieces) {
-		snprintf(text, sizeof(text),
-			 "%" PRIu64 " small-file pieces on %s cannot be moved: copy those files "
-			 "(cp, then mv over the original) and remove the store again",
-			 pieces, label);
-		pthread_mutex_lock(&so.lock);
-		stop_removal("pieces", text);
-		pthread_mutex_unlock(&so.lock);
-		return true;
 	}
 	return false; /* units still referenced by I/O in flight */
 }

@@ -57,7 +57,7 @@ int cfs_storeop_request(pid_t pid, const char *value, size_t size);
 size_t cfs_storeop_why(pid_t pid, char *text, size_t max);
 /* What user.chunkfs.stores adds to the line of a store being removed:
  * " left=BYTES" (its units still used) and " stopped=REASON" when the
- * removal stopped (nospace, pieces, error). snprintf's length. */
+ * removal stopped (nospace, error). snprintf's length. */
 size_t cfs_storeop_render(uint32_t store, char *text, size_t max);
 
 #endif /* CFS_STOREOP_H */

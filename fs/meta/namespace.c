@@ -2088,18 +2088,19 @@ bool cfs_ns_pieces_must_grow(struct cfs_fs *fs, struct cfs_inode *inode, uint64_
 	return false;
 }
 
-struct grow_log {
+struct relocate_log {
 	struct cfs_txn *txn;
 	uint64_t ino;
 	uint8_t *bits;
 };
 
-/* The new place's view after a relocate: log its mapping, then exactly the
- * written-state it kept (replay must not take the old sectors' state from
- * an earlier record of the same store unit). */
-static int grow_logged(void *arg, const struct cfs_extent_unit_view *v)
+/* The new place's view after a relocate (a piece grown, a unit or piece
+ * moved): log its mapping, then exactly the written-state it kept (replay
+ * must not take the old sectors' state from an earlier record of the same
+ * store unit; no record at all leaves it unwritten). */
+static int relocate_logged(void *arg, const struct cfs_extent_unit_view *v)
 {
-	struct grow_log *c = arg;
+	struct relocate_log *c = arg;
 	struct cfs_jrec_written rec = {c->ino, v->file_unit,	v->store_unit, CFS_EXTENT_WS_OP_SET,
 				       0,      v->sector_count, NULL};
 
@@ -2140,7 +2141,7 @@ static int grow_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu,
 	uint64_t size = atomic_load(&inode->size_bytes), start = fu << g->unit_shift;
 	struct cfs_extent_loc to = {0, 0, 0};
 	struct free_ctx fc = {.fs = fs, .inode = inode};
-	struct grow_log gl = {NULL, inode->ino, NULL};
+	struct relocate_log gl = {NULL, inode->ino, NULL};
 	struct cfs_txn txn;
 	uint64_t got, seq;
 	int ret;
@@ -2165,7 +2166,7 @@ static int grow_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu,
 	if (!ret) {
 		cfs_txn_begin(&txn, fs->journal);
 		gl.txn = &txn;
-		ret = cfs_extent_relocate(inode->map, fu, from, &to, grow_logged, &gl);
+		ret = cfs_extent_relocate(inode->map, fu, from, &to, relocate_logged, &gl);
 		fc.txn = NULL;
 		if (!ret)
 			free_ctx_unmapped(&fc, fu, from->store_unit, 1, from->piece_offset_bytes,
@@ -2860,41 +2861,49 @@ void cfs_ns_move_unreserve(struct cfs_fs *fs, uint64_t first_unit, uint64_t coun
 	cfs_pool_free(fs->pool, first_unit, count, 0); /* never logged */
 }
 
-struct switch_ctx {
-	struct cfs_txn *txn;
-	uint64_t ino;
-	uint8_t *bits;
-};
-
-/* The new unit's view: its mapping and its written state, one transaction. */
-static int switch_logged(void *arg, const struct cfs_extent_unit_view *v)
+int cfs_ns_move_reserve_piece(struct cfs_fs *fs, uint32_t store, uint32_t bytes,
+			      struct cfs_extent_loc *to)
 {
-	struct switch_ctx *c = arg;
-	struct cfs_jrec_extent map = {c->ino, v->file_unit, v->store_unit, 1};
-	struct cfs_jrec_written ws = {c->ino, v->file_unit,    v->store_unit, CFS_EXTENT_WS_OP_SET,
-				      0,      v->sector_count, NULL};
+	uint32_t piece = cfs_pool_piece_size(fs->pool, bytes);
+	int ret = -EAGAIN;
 
-	cfs_txn_extent(c->txn, CFS_LOG_EXTENT_MAP, &map);
-	if (v->state == CFS_EXTENT_WS_NONE)
-		return 0; /* EXTENT_MAP of another unit maps it unwritten */
-	if (v->state == CFS_EXTENT_WS_BITMAP) {
-		cfs_extent_view_bits(v, 0, v->sector_count, c->bits);
-		ws.bits = c->bits;
+	if (!piece)
+		return -EINVAL;
+	for (unsigned attempt = 0; attempt < MAP_RETRIES && ret == -EAGAIN; attempt++) {
+		if (attempt) {
+			/* Busy pieces come back once their frees are durable. */
+			ret = cfs_journal_commit_sync(fs);
+			if (ret)
+				return ret == -EIO ? -EROFS : ret;
+		}
+		if (cfs_fs_is_readonly(fs))
+			return -EROFS;
+		ret = cfs_pool_get_piece(fs->pool, store, piece, &to->store_unit,
+					 &to->piece_offset_bytes);
 	}
-	cfs_txn_written(c->txn, &ws);
+	if (ret)
+		return ret == -EAGAIN ? -ENOSPC : ret;
+	to->piece_bytes = piece;
 	return 0;
 }
 
+void cfs_ns_move_unreserve_piece(struct cfs_fs *fs, const struct cfs_extent_loc *loc)
+{
+	cfs_pool_free_piece(fs->pool, loc->store_unit, loc->piece_offset_bytes, loc->piece_bytes,
+			    0); /* never logged */
+}
+
 int cfs_ns_move_switch(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit,
-		       uint64_t from_unit, uint64_t to_unit, uint64_t *seq)
+		       const struct cfs_extent_loc *from, const struct cfs_extent_loc *to,
+		       uint64_t *seq)
 {
 	struct free_ctx fc = {.fs = fs, .inode = inode};
 	struct cfs_txn txn;
-	struct switch_ctx sc = {&txn, inode->ino, malloc(fs->geom.sectors_per_unit / 8 + 1)};
+	struct relocate_log gl = {&txn, inode->ino, malloc(fs->geom.sectors_per_unit / 8 + 1)};
 	int ret;
 
 	*seq = 0;
-	if (!sc.bits)
+	if (!gl.bits)
 		return -ENOMEM;
 	pthread_mutex_lock(&inode->lock);
 	if (cfs_fs_is_readonly(fs)) {
@@ -2902,20 +2911,21 @@ int cfs_ns_move_switch(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file
 		goto out;
 	}
 	cfs_txn_begin(&txn, fs->journal);
-	ret = cfs_extent_remap(inode->map, file_unit, from_unit, to_unit, switch_logged, &sc);
+	ret = cfs_extent_relocate(inode->map, file_unit, from, to, relocate_logged, &gl);
 	if (ret) {
 		cfs_txn_end(&txn); /* empty: nothing was logged */
 		goto out;
 	}
-	/* The old unit goes as an unmapped one: after every read that looked
+	/* The old place goes as an unmapped one: after every read that looked
 	 * it up, and only once the switch is durable. */
-	fc.runs[fc.run_count++] = (struct freed){from_unit, 1, 0, 0};
+	fc.runs[fc.run_count++] =
+		(struct freed){from->store_unit, 1, from->piece_offset_bytes, from->piece_bytes};
 	*seq = cfs_txn_end(&txn);
 	free_ctx_release(&fc, *seq);
 	inode_quiesce(fs, inode);
 out:
 	pthread_mutex_unlock(&inode->lock);
-	free(sc.bits);
+	free(gl.bits);
 	return ret;
 }
 
@@ -2964,8 +2974,7 @@ int cfs_ns_moves_pending(struct cfs_fs *fs, uint64_t **inos_out, unsigned *count
 struct units_in {
 	uint64_t base;
 	uint64_t count;
-	uint64_t units;	 /* whole units of the file in [base, +count) */
-	uint64_t pieces; /* pieces of it there */
+	uint64_t units; /* units and pieces of the file in [base, +count) */
 };
 
 static int units_in_range(void *arg, const struct cfs_extent_unit_view *v)
@@ -2975,29 +2984,24 @@ static int units_in_range(void *arg, const struct cfs_extent_unit_view *v)
 	for (uint64_t i = 0; i < v->unit_count; i++) {
 		uint64_t u = v->store_unit + i;
 
-		if (u < c->base || u - c->base >= c->count)
-			continue;
-		if (v->piece_bytes)
-			c->pieces++;
-		else
+		if (u >= c->base && u - c->base < c->count)
 			c->units++;
 	}
 	return 0;
 }
 
 int cfs_ns_files_on(struct cfs_fs *fs, uint64_t unit_base, uint64_t unit_count, uint64_t **inos_out,
-		    unsigned *count, uint64_t *pieces)
+		    unsigned *count)
 {
 	struct cfs_ns *ns = ns_of(fs);
 	uint64_t *inos = NULL;
 	unsigned n = 0, cap = 0;
 	int ret = 0;
 
-	*pieces = 0;
 	pthread_rwlock_rdlock(&ns->lock);
 	for (struct cfs_inode *inode = table_next(ns, NULL); inode && !ret;
 	     inode = table_next(ns, inode)) {
-		struct units_in c = {unit_base, unit_count, 0, 0};
+		struct units_in c = {unit_base, unit_count, 0};
 
 		if (!is_reg(inode))
 			continue;
@@ -3005,7 +3009,6 @@ int cfs_ns_files_on(struct cfs_fs *fs, uint64_t unit_base, uint64_t unit_count, 
 		if (inode->map)
 			ret = cfs_extent_for_each(inode->map, units_in_range, &c);
 		pthread_mutex_unlock(&inode->lock);
-		*pieces += c.pieces;
 		if (ret || !c.units)
 			continue;
 		if (n == cap) {

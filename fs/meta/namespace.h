@@ -567,12 +567,11 @@ int cfs_ns_place_get(struct cfs_fs *fs, uint64_t ino, struct cfs_place *place);
  * -ENOSPC (metadata full). What a file's new placement means for its units
  * (a move) is move.c's. */
 int cfs_ns_place_set(struct cfs_fs *fs, uint64_t ino, const struct cfs_place *place);
-/* Regular files with whole units in pool units [unit_base, +unit_count)
- * (a store being removed): their inode numbers (malloc'ed, the caller
- * frees) and *pieces, the small-file pieces there (not moved). 0 or
- * -ENOMEM. */
+/* Regular files with units or pieces in pool units [unit_base,
+ * +unit_count) (a store being removed): their inode numbers (malloc'ed, the
+ * caller frees). 0 or -ENOMEM. */
 int cfs_ns_files_on(struct cfs_fs *fs, uint64_t unit_base, uint64_t unit_count, uint64_t **inos_out,
-		    unsigned *count, uint64_t *pieces);
+		    unsigned *count);
 /* Files and directories placed on `store` with no move in progress (their
  * placement is dropped when the store is removed). 0 or -ENOMEM. */
 int cfs_ns_places_on(struct cfs_fs *fs, uint32_t store, uint64_t **inos_out, unsigned *count);
@@ -602,18 +601,30 @@ int cfs_ns_move_reserve(struct cfs_fs *fs, uint32_t store, uint64_t units,
 void cfs_ns_move_unreserve(struct cfs_fs *fs, uint64_t first_unit, uint64_t count);
 
 /*
- * The switch of one moved unit: file unit file_unit of inode, mapped to
- * store unit from_unit, maps to_unit from now on with the same written
- * state (cfs_extent_remap), logged in one transaction (EXTENT_MAP of
- * to_unit and, when something is written, EXTENT_WRITTEN SET of its
- * state); from_unit is freed as unmapped units are (deferred while I/O
- * references exist, busy until *seq is durable). The caller copied the
- * written sectors and kept writes away (the guard). 0, -ESTALE (file_unit
- * no longer maps from_unit: nothing changed, to_unit is still the
- * caller's), -EROFS, -ENOMEM.
+ * A place on store `store` for a moved piece of `bytes` (a piece of at least
+ * that size: the pool's smallest piece may be larger), in no map, as
+ * cfs_ns_move_reserve's units (forcing commits while space is busy). 0,
+ * -ENOSPC, -EINVAL (the pool makes no such piece), -EROFS.
+ */
+int cfs_ns_move_reserve_piece(struct cfs_fs *fs, uint32_t store, uint32_t bytes,
+			      struct cfs_extent_loc *to);
+/* Give a reserved piece back (never logged, free at once). */
+void cfs_ns_move_unreserve_piece(struct cfs_fs *fs, const struct cfs_extent_loc *loc);
+
+/*
+ * The switch of one moved file unit: file_unit of inode, mapped to *from (a
+ * whole unit or a piece), maps *to (reserved above, as large or larger) from
+ * now on with the same written state (cfs_extent_relocate), logged in one
+ * transaction (EXTENT_MAP or EXTENT_MAP_PIECE of *to and, when something is
+ * written, EXTENT_WRITTEN SET of its state); *from is freed as unmapped
+ * places are (deferred while I/O references exist, busy until *seq is
+ * durable). The caller copied the written sectors and kept writes away (the
+ * guard). 0, -ESTALE (file_unit no longer maps exactly *from: nothing
+ * changed, *to is still the caller's), -EROFS, -ENOMEM.
  */
 int cfs_ns_move_switch(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t file_unit,
-		       uint64_t from_unit, uint64_t to_unit, uint64_t *seq);
+		       const struct cfs_extent_loc *from, const struct cfs_extent_loc *to,
+		       uint64_t *seq);
 
 /* Regular files with a move to finish (placement with `from` set), for
  * mount: *inos malloc'ed (the caller frees), *count of them. 0, -ENOMEM. */
