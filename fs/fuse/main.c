@@ -117,6 +117,7 @@ struct options {
 	bool writethrough;	    /* buffered writes answered only once on the store */
 	bool writeback_cache;	    /* the kernel's writeback cache (opt-in) */
 	bool blkdev;		    /* mount as fuseblk: st_dev is the store's device */
+	bool no_discard;	    /* freed units are not discarded on the stores */
 	char blkdev_path[PATH_MAX]; /* blkdev: SOURCE resolved, the mount's source */
 	unsigned threads;
 	uint64_t ram_size_bytes;
@@ -219,6 +220,9 @@ static void usage(FILE *f, const char *prog)
 		"                     with O_DIRECT), umount waits for the daemon\n"
 		"  -o writeback_cache the kernel's writeback cache: fewer, larger writes,\n"
 		"                     but a full store fails fsync, not write() (chunkfs(8))\n"
+		"  -o nodiscard       freed units are not discarded: an image file keeps its\n"
+		"                     blocks (no hole punched), a device gets no discard\n"
+		"                     (default: discard, once the free is durable)\n"
 		"  -o hide_stats      do not list the user.chunkfs.* statistics (getfattr -d,\n"
 		"                     cp -a, rsync -X); they stay readable by name\n"
 		"  -o fault=SPEC      tests only: wrap the store in the fault backend\n"
@@ -345,6 +349,10 @@ static int parse_one(struct options *o, const char *opt)
 		o->writeback_cache = true;
 	} else if (strcmp(opt, "blkdev") == 0) {
 		o->blkdev = true;
+	} else if (strcmp(opt, "nodiscard") == 0) {
+		o->no_discard = true;
+	} else if (strcmp(opt, "discard") == 0) {
+		o->no_discard = false;
 	} else if (strcmp(opt, "takeover") == 0) {
 		o->ceph.takeover = true;
 		o->ceph_given = true;
@@ -669,6 +677,12 @@ static int parse_args(struct options *o, int argc, char **argv)
 		bad = 1;
 	if (o->ram && o->read_only) {
 		fprintf(stderr, "%s: a RAM mount cannot be read-only: it starts empty\n", o->prog);
+		bad = 1;
+	}
+	if (o->ram && o->no_discard) {
+		fprintf(stderr,
+			"%s: nodiscard is for store mounts: a RAM mount gives freed memory back\n",
+			o->prog);
 		bad = 1;
 	}
 	if (o->ram && o->fault_spec) {
@@ -1082,6 +1096,7 @@ static int open_metadata(const struct options *o, struct cfs_io *io, struct cfs_
 
 	fo.read_only = o->read_only || o->fake;
 	fo.commit_interval_ms = o->commit_interval_set ? o->commit_interval_s * 1000u : 0;
+	fo.no_discard = o->no_discard;
 	fo.root_mode = 0755;
 	fo.root_uid = getuid();
 	fo.root_gid = getgid();

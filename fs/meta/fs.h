@@ -44,6 +44,7 @@ typedef void (*cfs_log_fn)(void *arg, const char *line);
 struct cfs_fs_options {
 	uint32_t commit_interval_ms;   /* 0 = CFS_COMMIT_INTERVAL_MS_DEFAULT */
 	bool read_only;		       /* mount read-only: nothing is written */
+	bool no_discard;	       /* freed units are not discarded on the stores */
 	uint32_t ram_alloc_unit_bytes; /* RAM: 0 = CFS_RAM_ALLOC_UNIT_DEFAULT */
 	uint32_t root_mode;	       /* a new root's permission bits, 0 = 0755 */
 	uint32_t root_uid;	       /* a new root's owner */

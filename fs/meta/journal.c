@@ -854,7 +854,8 @@ static void set_durable(struct cfs_journal *j, uint64_t seq)
 	if (seq > atomic_load(&j->durable_seq))
 		atomic_store(&j->durable_seq, seq);
 	cfs_pool_commit_done(j->fs->pool, atomic_load(&j->durable_seq),
-			     cfs_io_geometry(j->fs->io)->discard_supported);
+			     cfs_io_geometry(j->fs->io)->discard_supported &&
+				     !j->fs->opts.no_discard);
 }
 
 /* Units one discard pass may discard per store: a commit that comes in
