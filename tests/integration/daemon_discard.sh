@@ -7,7 +7,9 @@
 #      within seconds, and at unmount at the latest;
 #   2. on a full store, a file written into the units another file just
 #      freed (the only free ones) keeps its bytes while those units' discards
-#      are worked through, after a remount too, and fsck is clean.
+#      are worked through, after a remount too, and fsck is clean;
+#   3. -o nodiscard: a deleted file's units are free again but the image
+#      keeps its blocks, after the unmount too; a RAM mount refuses it.
 . "$(dirname "$0")/../lib/common.sh"
 cfs_require_fuse
 cfs_require_cmd python3 fallocate
@@ -64,3 +66,26 @@ cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_mount "$img" "$mnt"
 cmp "$CFS_WORK/new.ref" "$mnt/old" || cfs_fail "after the remount the file differs"
 cfs_log "three rounds of free-and-reuse on a full store: bytes intact, fsck clean"
+
+# ---- 3. -o nodiscard: the image keeps its blocks ------------------------------------------
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_mount "$img" "$mnt" nodiscard
+rm "$mnt/old" "$mnt/filler"
+sync "$mnt"
+dd if=/dev/urandom of="$mnt/big" bs=1M count=64 oflag=direct status=none
+sync "$mnt/big"
+full=$(allocated)
+rm "$mnt/big"
+sync "$mnt"
+sleep 2
+cfs_umount "$mnt" || cfs_fail "unmount"
+now=$(allocated)
+[ "$now" -ge "$full" ] ||
+	cfs_fail "with nodiscard the image went from $((full / MiB)) to $((now / MiB)) MiB after rm and unmount"
+cfs_mount "$img" "$mnt" nodiscard
+free=$(($(stat -f -c '%a*%S' "$mnt")))
+[ "$free" -ge $((200 * MiB)) ] || cfs_fail "with nodiscard the freed units are not free: $free bytes"
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_log "nodiscard: $((full / MiB)) MiB allocated before rm, $((now / MiB)) MiB after rm and unmount; the units free"
+cfs_expect_fail_with "nodiscard is for store mounts" 1 \
+	"$CFS_BIN/chunkfs" -o ram,size=64M,nodiscard ramdisk "$mnt"
