@@ -32,7 +32,7 @@
 #               the daemon before it.
 #
 # usage: bench/pool-move.sh [-n reps] [-s size] [-r seconds] [-R rate] [-S size] [-W bytes]
-#                           [-p parts] [-l] [-B dir] [-d dir] [-o dir]
+#                           [-p parts] [-l] [-B dir] [-O opts] [-d dir] [-o dir]
 #   -n  repetitions (default 5)            -s  the moved chunk (default 2G)
 #   -r  seconds per fio run (default 10)   -R  the limited move's rate, e.g. 400M
 #                                              (default: half of dd bs=1M's median)
@@ -40,6 +40,9 @@
 #   -p  parts, comma-separated (default throughput,foreground,memory)
 #   -l  the second store of the throughput and foreground parts on a loop
 #       device (losetup --direct-io=on) over its image
+#   -O  mount options for the pool's daemons, e.g. nodiscard (the units a
+#       move frees keep their blocks in the image, so the next move into
+#       them writes into allocated space, as dd bs=1M does)
 #   -B  another build's programs (a directory with chunkfs, e.g. one made
 #       from main): the throughput part also moves with its daemon
 #       ("move-B"), each move on a fresh mount of the pool with its daemon
@@ -68,13 +71,14 @@ dir=/var/tmp
 resdir=
 loop=0
 other_bin=
+mount_opts=
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-release}
 BENCH_NAME="pool-move"
 . "$root/bench/lib.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; }
-while getopts "n:s:r:R:S:W:p:lB:d:o:h" opt; do
+while getopts "n:s:r:R:S:W:p:lB:O:d:o:h" opt; do
 	case $opt in
 	n) reps=$OPTARG ;;
 	s) size=$OPTARG ;;
@@ -85,6 +89,7 @@ while getopts "n:s:r:R:S:W:p:lB:d:o:h" opt; do
 	p) parts=$OPTARG ;;
 	l) loop=1 ;;
 	B) other_bin=$OPTARG ;;
+	O) mount_opts=$OPTARG ;;
 	d) dir=$OPTARG ;;
 	o) resdir=$OPTARG ;;
 	h) usage; exit 0 ;;
@@ -165,7 +170,7 @@ if want throughput || want foreground; then
 	[ "$loop" = 0 ] || size_arg=() # the whole device
 	"$work/mkchunkfs" -q "${size_arg[@]}" -L st1 --join "$work/st0.img" "$st1" >/dev/null
 	pool=$work/st0.img,$st1
-	bench_cfs_mount "$cfs" "$pool" "$mnt"
+	bench_cfs_mount "$cfs" "$pool" "$mnt" ${mount_opts:+-o "$mount_opts"}
 	pid=$BENCH_PID
 	mkdir "$mnt/m" "$mnt/fg"
 	setfattr -n user.chunkfs.store -v st0 "$mnt/m"
@@ -180,7 +185,7 @@ fi
 # remount EXE: the pool mounted again by the chunkfs EXE
 remount() {
 	bench_undo "bench_umount '$mnt' $pid"
-	bench_cfs_mount "$1" "$pool" "$mnt"
+	bench_cfs_mount "$1" "$pool" "$mnt" ${mount_opts:+-o "$mount_opts"}
 	pid=$BENCH_PID
 }
 
