@@ -279,6 +279,20 @@ static int reroute(unsigned drop_store, const struct cfs_io_route *add, unsigned
 
 /* ---- add ------------------------------------------------------------------------------ */
 
+/* [lock] A single store about to become store 0 of a pool: its own routes
+ * (the whole store, and its superblock window), the identity it had
+ * without any. */
+static int route_store0(const struct cfs_sb *s0)
+{
+	uint64_t lsec = s0->logical_sector_bytes;
+	struct cfs_io_route self[2] = {
+		{0, s0->store_size_bytes & ~(lsec - 1), 0, 0},
+		{window_of(0), CFS_SB_AREA_BYTES, 0, 0},
+	};
+
+	return reroute(0, self, 2);
+}
+
 struct add_req {
 	const char *source;
 	const char *label; /* NULL: none */
@@ -371,16 +385,16 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 	const char *why = NULL;
 	struct stat st;
 	int fd = -1, io_store = -1, ret;
-	bool pooled = false, written = false;
+	bool pooled = false, written = false, first;
 	uint64_t au;
 
 	cfs_journal_table(FS()->journal, &table);
-	if (!(table.incompat & CFS_FEAT_INCOMPAT_POOL)) {
-		cfs_text_error(
-			msg, msg_bytes,
-			"this mount is a single store, not a pool: join its first data store "
-			"with mkchunkfs --join while it is unmounted; later stores can be "
-			"added while it is mounted");
+	/* A single store becomes store 0 of a pool of two. */
+	first = !(table.incompat & CFS_FEAT_INCOMPAT_POOL);
+	if (first && cfs_source_is_rbd(so.d->source)) {
+		cfs_text_error(msg, msg_bytes,
+			       "this mount is a single store on an RBD image: a pool's first store "
+			       "(it holds the metadata) must be a local device or image file");
 		return -EOPNOTSUPP;
 	}
 	if (cfs_source_is_rbd(r->source)) {
@@ -455,6 +469,8 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 	add[0] = (struct cfs_io_route){window_of((unsigned)io_store), CFS_SB_AREA_BYTES, 0,
 				       (unsigned)io_store};
 	ret = window_ready();
+	if (!ret && first)
+		ret = route_store0(&table);
 	if (!ret)
 		ret = reroute((unsigned)io_store, add, 1);
 	if (!ret) {
@@ -502,6 +518,11 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 	cfs_fs_log(FS(),
 		   "store %s (index %" PRIu32 ", %s) added: %" PRIu64 " units of %" PRIu64 " bytes",
 		   e.label[0] ? e.label : "without a label", e.index, r->source, e.unit_count, au);
+	if (first)
+		cfs_fs_log(FS(),
+			   "%s is store 0 of a pool now: mount it as %s,%s from now on (fstab "
+			   "too)",
+			   so.d->source, so.d->source, r->source);
 	return 0;
 
 out:

@@ -225,6 +225,13 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	}
 	if (replayed)
 		cfs_fs_log(fs, "replayed %llu log records", (unsigned long long)replayed);
+	/* A single store's log named its own units only (a record beyond them
+	 * refused the replay above); from now on it is a pool of one whose
+	 * first data store may join while mounted (fs/POOLS.md), so any pool
+	 * unit is a valid store unit, as on a pool. Before the committer and
+	 * the loops start: nothing reads the geometry concurrently yet. */
+	fs->geom.store_units = (CFS_POOL_ADDRESS_MAX - fs->sb.data_offset_bytes) /
+			       fs->sb.alloc_unit_bytes;
 	/* Read-write: a fresh snapshot, so the log starts empty past anything
 	 * an interrupted run left (FORMAT.md 7.4), and a superblock without
 	 * CLEAN while mounted. */
