@@ -8,7 +8,8 @@
 # one run among them; then kill -9 of the daemon after an fsync, and a
 # remount on this host with no -o takeover: the dead daemon's lock is broken
 # (its record names this host and a process that is gone) and the fsynced
-# file is there; mkchunkfs -D and fsck read the store afterwards.
+# file is there; a store add (which would make the RBD store a pool's store
+# 0) is refused; mkchunkfs -D and fsck read the store afterwards.
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/ceph.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
@@ -90,6 +91,10 @@ grep -q "is gone: breaking its lock" "$CFS_WORK/chunkfs-mnt.log" ||
 	{ cfs_daemon_log "$mnt"; cfs_fail "the remount did not say it broke the dead daemon's lock"; }
 cmp "$CFS_WORK/fsynced" "$mnt/fsynced" || cfs_fail "the fsynced file differs after kill -9"
 run_fio chunk "${small[@]}" --verify_only=1
+# A single store on an RBD image cannot become a pool's store 0 online.
+truncate -s 64M "$CFS_WORK/local.img"
+cfs_expect_fail_with "a pool's first store (it holds the metadata) must be a local device" 1 \
+	"$CFS_BIN/chunkfs" store add "$mnt" "$CFS_WORK/local.img"
 cfs_umount "$mnt" || cfs_fail "unmount"
 "$CFS_BIN/fsck.chunkfs" "$src" >"$CFS_WORK/fsck2.out" 2>&1 || { cat "$CFS_WORK/fsck2.out"; cfs_fail "fsck after the crash"; }
 cfs_tsan_verdict
