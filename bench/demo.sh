@@ -4,9 +4,9 @@
 # symlinks a DBA points the database at, run a short database-like load
 # (2 KiB and 4 KiB O_DIRECT pages with fsync), show each chunk's statistics
 # (getfattr through a symlink, chunkfs stat), show that the data survives a
-# remount, join a second store to make a pool and move a chunk to it online
-# under a load (chunkfs move, with its progress), verify again after a
-# remount, and unmount. Needs root (FUSE mount), fio and getfattr (attr).
+# remount, add a second store online (the store becomes a pool) and move a
+# chunk to it under a load (chunkfs move, with its progress), verify again
+# after a remount of the pool, and unmount. Needs root (FUSE mount), fio and getfattr (attr).
 #
 # Environment: BUILD (default release), DEMO_DIR (default /var/tmp/chunkfs-demo),
 # DEMO_SIZE (default 1G), DEMO_SECONDS (default 10: length of the load).
@@ -106,11 +106,10 @@ mount_store
 ( cd "$mnt" && md5sum -c "$dir/sums" )
 df -h "$mnt"
 
-step "a second store joins, making a pool (unmounted): mkchunkfs -s $size -L demo2 --join $image $image2"
-unmount_store
-"$bin/mkchunkfs" -q -s "$size" -L demo2 --join "$image" "$image2"
-source=$image,$image2
-mount_store
+step "a second store joins online, making a pool: chunkfs store add $mnt $image2 -L demo2"
+truncate -s "$size" "$image2"
+"$bin/chunkfs" store add "$mnt" "$image2" -L demo2
+source=$image,$image2 # how the pool mounts from now on
 getfattr --absolute-names --only-values -n user.chunkfs.stores "$mnt"
 echo
 
