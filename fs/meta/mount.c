@@ -230,8 +230,8 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	 * first data store may join while mounted (fs/POOLS.md), so any pool
 	 * unit is a valid store unit, as on a pool. Before the committer and
 	 * the loops start: nothing reads the geometry concurrently yet. */
-	fs->geom.store_units = (CFS_POOL_ADDRESS_MAX - fs->sb.data_offset_bytes) /
-			       fs->sb.alloc_unit_bytes;
+	fs->geom.store_units =
+		(CFS_POOL_ADDRESS_MAX - fs->sb.data_offset_bytes) / fs->sb.alloc_unit_bytes;
 	/* Read-write: a fresh snapshot, so the log starts empty past anything
 	 * an interrupted run left (FORMAT.md 7.4), and a superblock without
 	 * CLEAN while mounted. */
