@@ -1142,7 +1142,8 @@ static void fault_sync_geometry(struct cfs_io *io)
 {
 	struct fault_target *ft = io->priv;
 
-	io->geo.discard_supported = ft->inner->geo.discard_supported;
+	__atomic_store_n(&io->geo.discard_supported, cfs_io_can_discard(ft->inner),
+			 __ATOMIC_RELAXED);
 	__atomic_store_n(&io->geo.size_bytes,
 			 __atomic_load_n(&ft->inner->geo.size_bytes, __ATOMIC_ACQUIRE),
 			 __ATOMIC_RELEASE);

@@ -432,7 +432,7 @@ static void update_geometry(struct cfs_io *io)
 	for (unsigned i = 0; i < atomic_load(&t->stores); i++)
 		if (store_used(&t->store[i]) && !t->store[i].geo.discard_supported)
 			discard = false;
-	io->geo.discard_supported = discard;
+	__atomic_store_n(&io->geo.discard_supported, discard, __ATOMIC_RELAXED);
 	__atomic_store_n(&io->geo.size_bytes, size, __ATOMIC_RELEASE);
 }
 

@@ -166,6 +166,11 @@ const struct cfs_io_geometry *cfs_io_geometry(const struct cfs_io *io)
 	return &io->geo;
 }
 
+bool cfs_io_can_discard(const struct cfs_io *io)
+{
+	return __atomic_load_n(&io->geo.discard_supported, __ATOMIC_RELAXED);
+}
+
 /* ---- pools ---------------------------------------------------------------- */
 
 int cfs_io_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
@@ -358,7 +363,8 @@ static int req_check(const struct cfs_io *io, const struct cfs_io_req *req)
 	if (req->op == CFS_IO_READ || req->op == CFS_IO_WRITE) {
 		if (req->length_bytes > CFS_IO_LENGTH_MAX || !req->buf)
 			return -EINVAL;
-	} else if (req->op == CFS_IO_DISCARD && !geo->discard_supported) {
+	} else if (req->op == CFS_IO_DISCARD &&
+		   !__atomic_load_n(&geo->discard_supported, __ATOMIC_RELAXED)) {
 		return -EOPNOTSUPP;
 	}
 	/* The size grows when a store is added (pools): read it atomically. */

@@ -237,6 +237,8 @@ int cfs_rbd_name_parse(const char *source, struct cfs_rbd_name *name, const char
  * backend "uring" and the path. Leaves every other field alone. */
 void cfs_io_config_source(struct cfs_io_config *cfg, const char *source);
 
+/* A pool's size_bytes and discard_supported change while it runs (stores
+ * added and removed): read those two with atomics (cfs_io_can_discard). */
 struct cfs_io_geometry {
 	uint64_t size_bytes;		/* usable bytes of the target */
 	uint32_t logical_sector_bytes;	/* offset/length alignment of every request */
@@ -267,6 +269,8 @@ struct cfs_ioq_config {
 int cfs_io_open(const struct cfs_io_config *cfg, struct cfs_io **out);
 void cfs_io_close(struct cfs_io *io);
 const struct cfs_io_geometry *cfs_io_geometry(const struct cfs_io *io);
+/* Does DISCARD free space on the target now (every store of a pool)? */
+bool cfs_io_can_discard(const struct cfs_io *io);
 /* Discover the direct-I/O alignment of an open fd: STATX_DIOALIGN, then
  * BLKSSZGET/BLKPBSZGET for block devices, then 512. Fills the sector and
  * alignment fields of geo; returns 0 or -errno. mkchunkfs uses it too. */

@@ -839,10 +839,8 @@ static int meta_flush(struct cfs_fs *fs)
 static void discard_units(void *arg, uint64_t first_unit, uint64_t count)
 {
 	struct cfs_fs *fs = arg;
-	const struct cfs_io_geometry *geo = cfs_io_geometry(fs->io);
-
 	/* Advisory: a failed discard only costs space on the device. */
-	if (geo->discard_supported && fs->meta_q)
+	if (cfs_io_can_discard(fs->io) && fs->meta_q)
 		meta_io(fs, CFS_IO_DISCARD, cfs_fs_unit_offset_bytes(fs, first_unit), NULL,
 			count << fs->geom.unit_shift);
 }
@@ -854,8 +852,7 @@ static void set_durable(struct cfs_journal *j, uint64_t seq)
 	if (seq > atomic_load(&j->durable_seq))
 		atomic_store(&j->durable_seq, seq);
 	cfs_pool_commit_done(j->fs->pool, atomic_load(&j->durable_seq),
-			     cfs_io_geometry(j->fs->io)->discard_supported &&
-				     !j->fs->opts.no_discard);
+			     cfs_io_can_discard(j->fs->io) && !j->fs->opts.no_discard);
 }
 
 /* Units one discard pass may discard per store: a commit that comes in
