@@ -84,12 +84,7 @@ truncate -s 96M "$s3"
 cfs_mount "$s2" "$mnt"
 $util fill "$mnt/chunk" $bytes
 cfs_umount "$mnt" || cfs_fail "unmount"
-export CHUNKFS_TEST_KILL=store-add-written
-cfs_mount "$s2" "$mnt"
-unset CHUNKFS_TEST_KILL
-cfs_expect_exit 1 "$cm" store add "$mnt" "$s3" -L two
-cfs_crash "$mnt"
-cfs_clear_mount "$mnt"
+add_killed "$s2" "$s3" two
 out=$("$fsck" -n "$s2" 2>&1) || cfs_fail "fsck of the single store after the interrupted add: $out"
 cfs_mount "$s2" "$mnt"
 has_store two && cfs_fail "an interrupted add left two in the pool: $(stores)"

@@ -148,12 +148,7 @@ cfs_log "store remove under fio: chunks moved off, placement dropped, wiped, unl
 
 # --- kill -9 between the new store's superblocks and store 0's table ------------------------
 cfs_umount "$mnt" || cfs_fail "unmount"
-export CHUNKFS_TEST_KILL=store-add-written
-cfs_mount "$s0,$s1" "$mnt"
-unset CHUNKFS_TEST_KILL
-cfs_expect_exit 1 "$cm" store add "$mnt" "$s2" -L new1
-cfs_crash "$mnt"
-cfs_clear_mount "$mnt"
+add_killed "$s0,$s1" "$s2" new1
 "$fsck" "$s0,$s1" >"$CFS_WORK/fsck.out" || cfs_fail "fsck after the interrupted add: $(cat "$CFS_WORK/fsck.out")"
 cfs_expect_fail_with "it was removed, or its join was interrupted" 32 "$cm" -f "$s0,$s1,$s2" "$mnt"
 cfs_mount "$s0,$s1" "$mnt"

@@ -8,6 +8,9 @@
 #   stores                 the root's user.chunkfs.stores
 #   field_of STORE FIELD   a field of STORE's line in it ("state", "left", ...)
 #   has_store STORE        STORE has a line in it
+#   add_killed SRCS SOURCE LABEL  mount SRCS with the daemon set to die between
+#                          the new store's superblocks and store 0's table,
+#                          ask for the add of SOURCE, clear the dead mount
 
 mk=$CFS_BIN/mkchunkfs
 fsck=$CFS_BIN/fsck.chunkfs
@@ -20,3 +23,11 @@ field_of() {
 	stores | awk -v s="$1" -v f="$2" '$1 == s { for (i = 2; i <= NF; i++) if (index($i, f "=") == 1) { sub(f "=", "", $i); print $i } }'
 }
 has_store() { stores | awk -v s="$1" '$1 == s { found = 1 } END { exit !found }'; }
+add_killed() {
+	export CHUNKFS_TEST_KILL=store-add-written
+	cfs_mount "$1" "$mnt"
+	unset CHUNKFS_TEST_KILL
+	cfs_expect_exit 1 "$cm" store add "$mnt" "$2" -L "$3"
+	cfs_crash "$mnt"
+	cfs_clear_mount "$mnt"
+}
