@@ -363,8 +363,7 @@ static int req_check(const struct cfs_io *io, const struct cfs_io_req *req)
 	if (req->op == CFS_IO_READ || req->op == CFS_IO_WRITE) {
 		if (req->length_bytes > CFS_IO_LENGTH_MAX || !req->buf)
 			return -EINVAL;
-	} else if (req->op == CFS_IO_DISCARD &&
-		   !__atomic_load_n(&geo->discard_supported, __ATOMIC_RELAXED)) {
+	} else if (req->op == CFS_IO_DISCARD && !cfs_io_can_discard(io)) {
 		return -EOPNOTSUPP;
 	}
 	/* The size grows when a store is added (pools): read it atomically. */

@@ -87,6 +87,12 @@ static struct cfs_fs *fs_new(struct cfs_io *io, const struct cfs_fs_options *opt
  * still map twice the pool), and any pool unit is a valid store unit, so a
  * store added later needs no new geometry.
  */
+/* Valid store units of a pool: every unit of its address space. */
+static uint64_t pool_store_units(const struct cfs_sb *sb)
+{
+	return (CFS_POOL_ADDRESS_MAX - sb->data_offset_bytes) / sb->alloc_unit_bytes;
+}
+
 static int geom_init(struct cfs_fs *fs)
 {
 	const struct cfs_sb *sb = &fs->sb;
@@ -99,8 +105,7 @@ static int geom_init(struct cfs_fs *fs)
 	ret = cfs_extent_geom_init(&fs->geom, sb->alloc_unit_bytes, sb->logical_sector_bytes, units,
 				   sb->data_offset_bytes);
 	if (!ret && (sb->incompat & CFS_FEAT_INCOMPAT_POOL))
-		fs->geom.store_units =
-			(CFS_POOL_ADDRESS_MAX - sb->data_offset_bytes) / sb->alloc_unit_bytes;
+		fs->geom.store_units = pool_store_units(sb);
 	return ret;
 }
 
@@ -230,8 +235,7 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 	 * first data store may join while mounted (fs/POOLS.md), so any pool
 	 * unit is a valid store unit, as on a pool. Before the committer and
 	 * the loops start: nothing reads the geometry concurrently yet. */
-	fs->geom.store_units =
-		(CFS_POOL_ADDRESS_MAX - fs->sb.data_offset_bytes) / fs->sb.alloc_unit_bytes;
+	fs->geom.store_units = pool_store_units(&fs->sb);
 	/* Read-write: a fresh snapshot, so the log starts empty past anything
 	 * an interrupted run left (FORMAT.md 7.4), and a superblock without
 	 * CLEAN while mounted. */
