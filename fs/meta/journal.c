@@ -398,6 +398,9 @@ struct cfs_journal {
 	_Atomic uint64_t durable_seq;
 	_Atomic uint64_t log_used_approx; /* log_offset - log_start + records in flight */
 	_Atomic bool meta_full;
+	/* Read without a lock by mutations (cfs_journal_throttle), so not
+	 * from fs->sb, which the committer rewrites: the size is fixed. */
+	uint64_t meta_limit_bytes;
 	_Atomic uint64_t commits;
 	_Atomic uint64_t snapshots;
 	_Atomic uint64_t snapshot_bytes;
@@ -925,17 +928,12 @@ static uint64_t padding_for(uint64_t used, uint64_t align)
  * set, mutations wait in cfs_journal_throttle() for a commit, which then
  * snapshots and makes meta_full exact again. */
 
-static uint64_t meta_limit_bytes(struct cfs_fs *fs)
-{
-	return cfs_sb_half_size_bytes(&fs->sb) / 4 * 3;
-}
-
 static bool meta_unsettled(struct cfs_journal *j)
 {
 	return j->persist && !atomic_load(&j->meta_full) &&
 	       atomic_load(&j->snapshot_bytes) + atomic_load(&j->log_used_approx) +
 			       atomic_load(&j->pending_approx) >
-		       meta_limit_bytes(j->fs);
+		       j->meta_limit_bytes;
 }
 
 static void set_log_offset(struct cfs_journal *j, uint64_t offset)
@@ -1085,7 +1083,7 @@ int cfs_journal_snapshot(struct cfs_journal *j, bool clean)
 	set_log_offset(j, j->log_start_bytes);
 	CFS_ASSERT(j->log_start_bytes == half_offset + total);
 	atomic_store(&j->snapshot_bytes, total);
-	atomic_store(&j->meta_full, total > meta_limit_bytes(fs));
+	atomic_store(&j->meta_full, total > j->meta_limit_bytes);
 	atomic_fetch_add(&j->snapshots, 1);
 	set_durable(j, seq_start - 1);
 out_free:
@@ -1886,6 +1884,7 @@ int cfs_journal_create(struct cfs_fs *fs, const struct cfs_journal_config *cfg,
 	j->fs = fs;
 	j->ops = cfg->ops;
 	j->persist = cfg->persist;
+	j->meta_limit_bytes = cfs_sb_half_size_bytes(&fs->sb) / 4 * 3;
 	j->interval_ms =
 		cfg->commit_interval_ms ? cfg->commit_interval_ms : CFS_COMMIT_INTERVAL_MS_DEFAULT;
 	j->next_seq = cfg->next_seq ? cfg->next_seq : CFS_LOG_SEQ_FIRST;
