@@ -112,6 +112,7 @@ enum ctx_op {
 	OP_THEN,  /* cfs_data_after_writes(): a parked call of ops.c */
 	OP_FLUSH, /* a held block goes to the store (no FUSE request) */
 	OP_FILL,  /* a WRITE to be absorbed reads its blocks first */
+	OP_SPACE, /* a WRITE or a call of ops.c waits for space (space_park) */
 };
 
 struct ctx;
@@ -127,7 +128,7 @@ struct part {
 struct ctx {
 	struct cfs_loop *owner;
 	fuse_req_t req;
-	struct cfs_inode *inode; /* holds an I/O reference while set */
+	struct cfs_inode *inode; /* holds an I/O reference while set (OP_SPACE: a pin) */
 	unsigned io_gen;	 /* that reference's generation (cfs_ns_io_end) */
 	struct cfs_extent_map *map;
 	struct cfs_chunk_stats *stats;
@@ -156,10 +157,12 @@ struct ctx {
 	atomic_uint pending;	  /* parts not yet completed (+1 while queueing) */
 	atomic_int error;	  /* first -errno of any part */
 	struct cfs_attr attr;	  /* OP_ZERO for setattr: the reply; ino 0: none */
-	cfs_data_then_fn then_fn; /* OP_THEN: what to run, with then_args */
+	cfs_data_then_fn then_fn; /* OP_THEN, OP_SPACE: what to run, with then_args */
 	uint64_t then_args[CFS_DATA_THEN_ARGS_MAX / 8];
-	uint64_t zmap[ZMAP_WORDS]; /* OP_READ: grains that read as zeros */
-	struct ctx *next;	   /* free list, ready list, remote list */
+	uint64_t zmap[ZMAP_WORDS];  /* OP_READ: grains that read as zeros */
+	uint64_t space_retry_ns;    /* OP_SPACE: try again from then */
+	uint64_t space_deadline_ns; /* OP_SPACE: ENOSPC after then */
+	struct ctx *next;	    /* free list, ready list, remote list */
 
 	/* Held blocks (held.h). held_seq: OP_FLUSH, the change it carries;
 	 * the others, the changes they wait for (set by the first admit()). */
@@ -394,6 +397,7 @@ static void ctx_finish(struct cfs_loop *l, struct ctx *c);
 static void read_go(struct cfs_loop *l, struct ctx *c);
 static bool read_snap(struct cfs_loop *l, struct ctx *c);
 static void park(struct cfs_loop *l, struct ctx *c);
+static void space_retry(struct cfs_loop *l, struct ctx *c);
 static void grown_absorb(struct cfs_loop *l, struct ctx *c);
 
 #define BEHIND_ROUND CFS_IO_SECTOR_MAX
@@ -583,8 +587,13 @@ static void wake_parked(struct cfs_loop *l, struct cfs_inode *inode)
 	}
 }
 
-/* Under the lock: l's timer flushes blk when it is due (an I/O reference
- * keeps the inode while it is listed). */
+/* Under the lock: l's timer flushes blk when it is due (a pin keeps the
+ * inode while it is listed). A pin, not an I/O reference: a listed block
+ * holds no device offset (flush_arm looks it up under its own context's
+ * reference), and a listing can outlive many requests (its loop busy, or
+ * blocked in an allocation that waits for the very units such a reference
+ * would hold back: a punch or truncate of the file frees them only when the
+ * references older than it are gone). */
 static void held_list(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_held_block *blk)
 {
 	if (blk->listed)
@@ -594,7 +603,7 @@ static void held_list(struct cfs_loop *l, struct cfs_inode *inode, struct cfs_he
 	blk->timer_inode = inode;
 	blk->timer_next = l->held_timers;
 	l->held_timers = blk;
-	blk->timer_io_gen = cfs_ns_io_begin(inode);
+	cfs_ns_pin(inode);
 	if (blk->due_ns < l->held_due_ns)
 		l->held_due_ns = blk->due_ns;
 }
@@ -902,6 +911,8 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
 	/* A WRITE's other units (a grown piece is the first unit only). */
 	if (!ret && c->op == OP_WRITE)
 		ret = cfs_ns_map_for_write(l->d->fs, inode, c->offset_bytes, c->length_bytes);
+	if (ret == -EAGAIN)
+		ret = -ENOSPC; /* no wait here: this context holds an I/O reference */
 	if (ret)
 		atomic_store_explicit(&c->error, ret == -EXDEV ? -EIO : ret, memory_order_release);
 	c->grow = false;
@@ -937,6 +948,8 @@ static int grow_inline(struct cfs_loop *l, struct cfs_inode *inode, uint64_t off
 					 grow_copy, &(struct grow_src){l, inode});
 	if (!ret)
 		ret = cfs_ns_map_for_write(l->d->fs, inode, offset_bytes, length_bytes);
+	if (ret == -EAGAIN)
+		ret = -ENOSPC; /* rare: a piece grown, the rest of the write not */
 	atomic_fetch_sub_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
 	wake_parked(l, inode);
 	atomic_fetch_sub(&inode->guard_writers[gen], 1);
@@ -1017,6 +1030,9 @@ static bool admit(struct cfs_loop *l, struct ctx *c, bool parked)
 	bool writes = c->op == OP_WRITE || c->op == OP_ZERO;
 	uint64_t a, b;
 
+	if (c->op == OP_SPACE)
+		return cfs_now_ns() >= c->space_retry_ns;
+
 	if (writes) {
 		guard_range(c, &a, &b);
 		if (!guard_enter(c, a, b))
@@ -1056,14 +1072,28 @@ static void park(struct cfs_loop *l, struct ctx *c)
 
 static void then_go(struct cfs_loop *l, struct ctx *c)
 {
+	struct cfs_inode *inode = c->inode;
 	int err = atomic_load_explicit(&c->error, memory_order_acquire);
+	fuse_req_t req = c->req;
+	cfs_data_then_fn fn = c->then_fn;
+	uint64_t args[CFS_DATA_THEN_ARGS_MAX / 8];
 
-	if (err)
-		cfs_reply_err(c->req, err); /* its piece could not grow */
-	else
-		c->then_fn(c->req, c->inode, c->then_args);
-	cfs_ns_io_end(l->d->fs, c->inode, c->io_gen);
+	/* The call holds no device offset (what it writes goes through a
+	 * context of its own): a pin keeps the inode, not the I/O reference.
+	 * That reference would hold back the units a truncate or punch of the
+	 * call frees, and a fallocate's allocation would wait for them in
+	 * vain (ENOSPC with the space free a moment later). */
+	cfs_ns_pin(inode);
+	cfs_ns_io_end(l->d->fs, inode, c->io_gen);
+	/* The context goes back first: the call may need one (a zeroing, a
+	 * wait for space). */
+	memcpy(args, c->then_args, sizeof(args));
 	ctx_put(l, c);
+	if (err)
+		cfs_reply_err(req, err); /* its piece could not grow */
+	else
+		fn(req, inode, args);
+	cfs_ns_unpin(l->d->fs, inode);
 }
 
 static void resume(struct cfs_loop *l, struct ctx *c)
@@ -1086,6 +1116,9 @@ static void resume(struct cfs_loop *l, struct ctx *c)
 		break;
 	case OP_FILL:
 		ctx_continue(l, c);
+		break;
+	case OP_SPACE:
+		space_retry(l, c);
 		break;
 	default:
 		CFS_ASSERT(!"parked request of no kind");
@@ -1143,6 +1176,102 @@ static void behind_done(struct cfs_loop *l, struct ctx *c)
 	pthread_mutex_unlock(&inode->lock);
 	c->behind_slot = -1;
 	wake_parked(l, inode);
+}
+
+/* ---- waiting for space ------------------------------------------------------
+ *
+ * An allocation that finds no free unit while units are on their way back
+ * (the namespace's -EAGAIN: freed but busy until a commit, or freed under
+ * I/O and deferred until the references older than the unmap end) waits
+ * rather than fails: a database that punches holes or truncates while it
+ * writes would otherwise see ENOSPC with the space free a moment later. The
+ * request waits parked, holding a pin, not an I/O reference: the references
+ * it waits for may be this loop's own requests, which finish only while the
+ * loop runs. It tries again every SPACE_RETRY_NS, and after SPACE_WAIT_NS
+ * from its first try it gets ENOSPC.
+ */
+#define SPACE_RETRY_NS (1000u * 1000u)		/* 1 ms */
+#define SPACE_WAIT_NS (1000ull * 1000u * 1000u) /* 1 s */
+
+/* The deadline of the request this loop is trying again (0: none), so that
+ * a retry that has to wait once more keeps its first deadline. */
+static __thread uint64_t tls_space_deadline_ns;
+
+/* Park req until space may have come: fn(req, inode, args) then runs again,
+ * or (fn NULL) the WRITE of data. False: the wait is over (ENOSPC) or no
+ * context or memory for it; the caller answers ENOSPC. */
+static bool space_park(struct cfs_loop *l, fuse_req_t req, struct cfs_inode *inode,
+		       cfs_data_then_fn fn, const void *data, size_t bytes, unsigned file_flags,
+		       uint64_t offset)
+{
+	uint64_t now = cfs_now_ns();
+	uint64_t deadline = tls_space_deadline_ns ? tls_space_deadline_ns : now + SPACE_WAIT_NS;
+	uint8_t *copy = NULL;
+	struct ctx *c;
+
+	if (!l || !inode || now >= deadline || !l->free)
+		return false;
+	if (!fn) {
+		/* A rare wait (the store out of free units): the heap. */
+		copy = malloc(bytes);
+		if (!copy)
+			return false;
+		memcpy(copy, data, bytes);
+	}
+	c = ctx_start(l, req, inode, OP_SPACE);
+	cfs_ns_pin(inode);
+	cfs_ns_io_end(l->d->fs, inode, c->io_gen);
+	c->then_fn = fn;
+	if (fn)
+		memcpy(c->then_args, data, bytes);
+	c->buf = copy;
+	c->buf_heap = copy != NULL;
+	c->buf_bytes = (uint32_t)bytes;
+	c->length_bytes = (uint32_t)bytes;
+	c->offset_bytes = offset;
+	c->file_flags = file_flags;
+	c->space_retry_ns = now + SPACE_RETRY_NS;
+	c->space_deadline_ns = deadline;
+	park(l, c);
+	return true;
+}
+
+/* From run_parked: c's request runs again as it first did. */
+static void space_retry(struct cfs_loop *l, struct ctx *c)
+{
+	struct cfs_inode *inode = c->inode;
+	fuse_req_t req = c->req;
+	cfs_data_then_fn fn = c->then_fn;
+	uint64_t args[CFS_DATA_THEN_ARGS_MAX / 8];
+	uint8_t *data = c->buf;
+	uint32_t bytes = c->length_bytes;
+	unsigned file_flags = c->file_flags;
+	uint64_t offset = c->offset_bytes;
+	uint64_t outer = tls_space_deadline_ns;
+
+	tls_space_deadline_ns = c->space_deadline_ns;
+	memcpy(args, c->then_args, sizeof(args));
+	c->buf = NULL; /* ours until the write has copied it */
+	c->buf_heap = false;
+	ctx_put(l, c);
+	if (fn) {
+		fn(req, inode, args);
+	} else {
+		int ret = cfs_data_write(req, inode, file_flags, data, bytes, offset);
+
+		if (ret)
+			cfs_reply_err(req, ret);
+	}
+	tls_space_deadline_ns = outer;
+	free(data);
+	cfs_ns_unpin(l->d->fs, inode);
+}
+
+bool cfs_data_space_wait(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
+			 const void *args, size_t args_bytes)
+{
+	CFS_ASSERT(fn && args_bytes <= CFS_DATA_THEN_ARGS_MAX);
+	return space_park(tls_loop, req, inode, fn, args, args_bytes, 0, 0);
 }
 
 void cfs_data_after_writes(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
@@ -1777,7 +1906,7 @@ static int prepare_write(struct cfs_loop *l, struct ctx *c)
 				return -EIO;
 			ret = cfs_ns_map_for_write(l->d->fs, c->inode, a, c->end_bytes - a);
 			if (ret)
-				return ret;
+				return ret == -EAGAIN ? -ENOSPC : ret;
 			remapped = true;
 			continue;
 		}
@@ -2273,6 +2402,11 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	    !atomic_load_explicit(&inode->cache_stale, memory_order_relaxed))
 		atomic_store(&inode->cache_stale, true);
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
+	if (ret == -EAGAIN) {
+		if (!l->ram && space_park(l, req, inode, NULL, data, size, file_flags, offset))
+			return 0;
+		ret = -ENOSPC;
+	}
 	grow = ret == -EXDEV; /* its piece grows first (admit) */
 	if (ret && !grow)
 		goto out_refused; /* ENOSPC is the DBA's most likely error */
@@ -2559,7 +2693,6 @@ static void held_timers_run(struct cfs_loop *l)
 		struct cfs_inode *inode = blk->timer_inode;
 		struct held_launch go = {.n = 0};
 		bool keep = false;
-		unsigned io_gen;
 
 		pthread_mutex_lock(&inode->lock);
 		if (blk->state == CFS_HELD_LIVE && cfs_held_dirty(blk)) {
@@ -2579,13 +2712,11 @@ static void held_timers_run(struct cfs_loop *l)
 			blk->listed = false;
 			blk->timer_next = NULL;
 		}
-		/* Read under the lock: once unlocked, blk may be listed again. */
-		io_gen = blk->timer_io_gen;
 		held_mirror(inode);
 		pthread_mutex_unlock(&inode->lock);
 		held_launch(l, &go);
 		if (!keep)
-			cfs_ns_io_end(l->d->fs, inode, io_gen); /* held_list's reference */
+			cfs_ns_unpin(l->d->fs, inode); /* held_list's pin */
 	}
 	l->held_due_ns = next;
 }

@@ -151,6 +151,16 @@ void cfs_data_grow_then(fuse_req_t req, struct cfs_inode *inode, uint64_t offset
 			uint64_t length_bytes, cfs_data_then_fn fn, const void *args,
 			size_t args_bytes);
 /*
+ * For a call of ops.c that got -EAGAIN from the namespace (no free unit yet,
+ * but units are coming back: cfs_ns_fallocate): run fn(req, inode, args)
+ * again later on this loop, with a copy of args_bytes <=
+ * CFS_DATA_THEN_ARGS_MAX bytes, up to about a second after the first try
+ * (data.c, "waiting for space"). False: that second is over, or no loop or
+ * context: the caller answers ENOSPC.
+ */
+bool cfs_data_space_wait(fuse_req_t req, struct cfs_inode *inode, cfs_data_then_fn fn,
+			 const void *args, size_t args_bytes);
+/*
  * Held blocks (data.c, "held blocks"; fs/fuse/held.h). Drop inode's: before a
  * truncate cuts or a punch changes its bytes (after cfs_data_after_writes, so
  * what they held is on the store) and for O_TRUNC (what they held is cut

@@ -63,9 +63,8 @@ struct cfs_held_block {
 	uint64_t last_use;	    /* cfs_held.clock at its last write: eviction */
 	uint64_t taken;		    /* cfs_held.clock when taken: a fill finds its block */
 	/* data.c's timer list: touched only by the loop that listed it. */
-	void *timer_loop;      /* struct cfs_loop */
-	void *timer_inode;     /* struct cfs_inode: the file */
-	unsigned timer_io_gen; /* the listing's I/O reference (its generation) */
+	void *timer_loop;  /* struct cfs_loop */
+	void *timer_inode; /* struct cfs_inode: the file */
 	struct cfs_held_block *timer_next;
 	uint8_t *bytes; /* CFS_HELD_BLOCK_BYTES */
 };

@@ -804,6 +804,12 @@ static void fallocate_go(fuse_req_t req, struct cfs_inode *inode, const void *ar
 	if ((a->mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) && inode)
 		cfs_data_drop_held(inode);
 	ret = cfs_ns_fallocate(FS(), a->ino, a->mode, a->offset_bytes, a->length_bytes, &zero);
+	if (ret == -EAGAIN) {
+		/* No free unit yet, some coming back: again shortly. */
+		if (cfs_data_space_wait(req, inode, fallocate_go, a, sizeof(*a)))
+			return;
+		ret = -ENOSPC;
+	}
 	if (a->mode & FALLOC_FL_PUNCH_HOLE) {
 		/* A discard of the chunk (InnoDB page compression punches holes);
 		 * timed up to the namespace's answer: the zeroing of at most two

@@ -104,6 +104,9 @@ struct cfs_ns {
 	uint64_t next_ino;			/* [ns_lock write] */
 	uint64_t next_generation;		/* [ns_lock write] */
 	_Atomic(struct cfs_inode *) dirty_head; /* committer queue (Treiber stack) */
+	/* Units (a piece counts as one) on the inodes' deferred lists: space
+	 * that comes back once older I/O references end (space_coming). */
+	_Atomic uint64_t deferred_units;
 };
 
 /* ---- helpers -------------------------------------------------------------------- */
@@ -452,6 +455,7 @@ static void inode_free(struct cfs_inode *inode)
 	while (df) {
 		struct cfs_deferred *next = df->next;
 
+		atomic_fetch_sub(&inode->ns->deferred_units, df->count);
 		free(df);
 		df = next;
 	}
@@ -562,6 +566,7 @@ static bool defer_freed(struct cfs_inode *inode, const struct freed *f, uint64_t
 	*df = (struct cfs_deferred){inode->deferred,	   f->first_unit,  f->count, seq,
 				    f->piece_offset_bytes, f->piece_bytes, empty};
 	inode->deferred = df;
+	atomic_fetch_add(&inode->ns->deferred_units, f->count);
 	return true;
 }
 
@@ -642,6 +647,7 @@ static void inode_quiesce(struct cfs_fs *fs, struct cfs_inode *inode)
 			      &(struct freed){df->first_unit, df->count, df->piece_offset_bytes,
 					      df->piece_bytes},
 			      df->seq);
+		atomic_fetch_sub(&inode->ns->deferred_units, df->count);
 		free(df);
 	}
 	if (inode->deferred) {
@@ -1772,9 +1778,22 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 	return ret;
 }
 
+/* Will units come back without anyone freeing more? Busy ones at the next
+ * commit, deferred ones when the I/O references older than their unmap end
+ * (which may be requests the caller's thread must first finish). */
+static bool space_coming(struct cfs_fs *fs)
+{
+	struct cfs_alloc_stat st;
+
+	if (atomic_load(&ns_of(fs)->deferred_units))
+		return true;
+	cfs_pool_stat(fs->pool, &st);
+	return st.busy_units != 0;
+}
+
 /* Map [first, end) of an inode whose pointer the caller pins, forcing
  * commits while space is busy (piece_bytes: map_holes). Takes and drops the
- * inode lock. */
+ * inode lock. -EAGAIN: no space yet, but some is coming (space_coming). */
 static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end,
 		     uint32_t piece_bytes)
 {
@@ -1792,7 +1811,9 @@ static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 					     : map_holes(fs, inode, first, end, piece_bytes);
 		pthread_mutex_unlock(&inode->lock);
 	}
-	return ret == -EAGAIN ? -ENOSPC : ret;
+	if (ret == -EAGAIN || ret == -ENOSPC)
+		return space_coming(fs) ? -EAGAIN : -ENOSPC;
+	return ret;
 }
 
 int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_bytes,
@@ -2306,6 +2327,11 @@ int cfs_ns_stat_pin(struct cfs_fs *fs, uint64_t ino, struct cfs_ns_stat_view *vi
 	view->open_count = atomic_load(&inode->open_count);
 	view->size_bytes = atomic_load(&inode->size_bytes);
 	return 0;
+}
+
+void cfs_ns_pin(struct cfs_inode *inode)
+{
+	inode_get(inode);
 }
 
 void cfs_ns_unpin(struct cfs_fs *fs, struct cfs_inode *inode)

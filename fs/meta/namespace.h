@@ -421,8 +421,11 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode, unsigned io_gen);
  * possible; new sectors unwritten) and logging the mappings. Takes the inode
  * lock only when something is missing. When space is busy (freed, commit
  * pending) it forces a commit and retries without holding locks. Errors:
- * -ENOSPC (the units mapped so far stay mapped), -EFBIG, -EROFS, -ENOMEM,
- * -EXDEV (a piece must grow first: below).
+ * -ENOSPC (the units mapped so far stay mapped), -EAGAIN (no free unit yet,
+ * but some are coming back: busy, or freed under I/O references older than
+ * their unmap, which may be the caller's thread's own requests: try again
+ * later without blocking them), -EFBIG, -EROFS, -ENOMEM, -EXDEV (a piece must
+ * grow first: below).
  */
 int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
 			 uint64_t length_bytes);
@@ -499,6 +502,10 @@ struct cfs_ns_stat_view {
 	uint64_t size_bytes;
 };
 int cfs_ns_stat_pin(struct cfs_fs *fs, uint64_t ino, struct cfs_ns_stat_view *view);
+/* Another pin of an inode the caller holds (keeps its memory, nothing more:
+ * unlike an I/O reference it does not hold back units a truncate or punch
+ * frees). Dropped by cfs_ns_unpin(). */
+void cfs_ns_pin(struct cfs_inode *inode);
 void cfs_ns_unpin(struct cfs_fs *fs, struct cfs_inode *inode);
 
 /* Set the page size used for page statistics (0 = unset; else a power of
@@ -520,8 +527,8 @@ int cfs_ns_set_page_size(struct cfs_fs *fs, uint64_t ino, uint32_t page_size_byt
  *     size unless KEEP_SIZE;
  *   anything else: -EOPNOTSUPP. Regular files only (-ENODEV otherwise, as
  *   the kernel does for non-files; -EISDIR for directories).
- * Errors: -ENOSPC (units mapped so far stay mapped), -EFBIG, -EINVAL (length
- * 0), -EROFS.
+ * Errors: -ENOSPC (units mapped so far stay mapped), -EAGAIN (as for
+ * cfs_ns_map_for_write), -EFBIG, -EINVAL (length 0), -EROFS.
  */
 int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_bytes,
 		     uint64_t length_bytes, struct cfs_ns_zero *zero);

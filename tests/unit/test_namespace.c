@@ -23,15 +23,15 @@
 #include "fs/meta/namespace.h"
 #include "fs/meta/pool.h"
 
-#define UNIT	(64u * 1024)
+#define UNIT (64u * 1024)
 
 static struct cfs_io *io;
 static struct cfs_fs *fs;
 
 static void open_ram(uint64_t size_bytes)
 {
-	struct cfs_io_config cfg = { .backend = "ram", .size_bytes = size_bytes, .align_bytes = 512 };
-	struct cfs_fs_options opts = { .ram_alloc_unit_bytes = UNIT };
+	struct cfs_io_config cfg = {.backend = "ram", .size_bytes = size_bytes, .align_bytes = 512};
+	struct cfs_fs_options opts = {.ram_alloc_unit_bytes = UNIT};
 	char err[256] = "";
 
 	cr_assert_eq(cfs_io_open(&cfg, &io), 0);
@@ -305,7 +305,8 @@ Test(namespace, rename_basic_and_replace, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_ns_rename(fs, CFS_ROOT_INO, "zz", CFS_ROOT_INO, "y", 0), -ENOENT);
 	cr_assert_eq(cfs_ns_rename(fs, CFS_ROOT_INO, "b", CFS_ROOT_INO, "y", 0x80), -EINVAL);
 	cr_assert_eq(cfs_ns_rename(fs, CFS_ROOT_INO, "b", CFS_ROOT_INO, "y",
-				   RENAME_NOREPLACE | RENAME_EXCHANGE), -EINVAL);
+				   RENAME_NOREPLACE | RENAME_EXCHANGE),
+		     -EINVAL);
 	cr_assert_eq(cfs_ns_rename(fs, CFS_ROOT_INO, "b", CFS_ROOT_INO, "y", RENAME_EXCHANGE),
 		     -ENOENT);
 	/* Two names of one inode: nothing happens. */
@@ -372,10 +373,10 @@ Test(namespace, rename_exchange, .init = setup, .fini = teardown)
 /* ---- lookup at scale, readdir ----------------------------------------------------- */
 
 struct listing {
-	char	(*names)[32];
+	char (*names)[32];
 	uint64_t *cookies;
-	int	count;
-	int	limit;
+	int count;
+	int limit;
 	uint64_t last_cookie;
 };
 
@@ -401,7 +402,7 @@ static int list_cb(void *arg, const char *name, size_t length, uint64_t ino, uin
 Test(namespace, thousands_of_names, .init = setup, .fini = teardown)
 {
 	const int n = 5000;
-	struct listing l = { 0 };
+	struct listing l = {0};
 	char name[32];
 	uint64_t d = mkdir_(CFS_ROOT_INO, "big");
 
@@ -437,7 +438,7 @@ Test(namespace, thousands_of_names, .init = setup, .fini = teardown)
 
 Test(namespace, readdir_paged_plus, .init = setup, .fini = teardown)
 {
-	struct listing l = { 0 };
+	struct listing l = {0};
 	uint64_t d = mkdir_(CFS_ROOT_INO, "d");
 	uint64_t offset = 0;
 	int rounds = 0, got;
@@ -501,8 +502,8 @@ static void *churn_thread(void *p)
 Test(namespace, readdir_cookies_stable_under_concurrent_changes, .init = setup, .fini = teardown)
 {
 	const int stable = 400;
-	struct churn c = { .rounds = 0 };
-	struct listing l = { 0 };
+	struct churn c = {.rounds = 0};
+	struct listing l = {0};
 	pthread_t t;
 	uint64_t offset = 0;
 	int *seen = calloc(stable, sizeof(int));
@@ -557,7 +558,7 @@ Test(namespace, readdir_cookies_stable_under_concurrent_changes, .init = setup, 
 Test(namespace, setattr, .init = setup, .fini = teardown)
 {
 	uint64_t f = mkfile(CFS_ROOT_INO, "f");
-	struct cfs_setattr s = { 0 };
+	struct cfs_setattr s = {0};
 	struct cfs_attr a;
 
 	s.valid = CFS_SET_MODE | CFS_SET_UID | CFS_SET_GID | CFS_SET_ATIME | CFS_SET_MTIME;
@@ -655,7 +656,7 @@ Test(namespace, truncate_frees_units_busy_until_commit, .init = setup_small, .fi
 {
 	struct cfs_inode *in;
 	struct cfs_attr a;
-	struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+	struct cfs_setattr s = {.valid = CFS_SET_SIZE};
 	struct cfs_ns_zero zero;
 	int64_t su2, su3, su1;
 	bool w;
@@ -706,7 +707,7 @@ Test(namespace, units_freed_under_io_come_back_on_a_busy_file, .init = setup_sma
 {
 	struct cfs_inode *in;
 	struct cfs_attr a;
-	struct cfs_setattr s = { .valid = CFS_SET_SIZE };
+	struct cfs_setattr s = {.valid = CFS_SET_SIZE};
 	struct cfs_ns_zero zero;
 	unsigned old_gen, new_gen, newer_gen;
 	int64_t su0;
@@ -744,6 +745,35 @@ Test(namespace, units_freed_under_io_come_back_on_a_busy_file, .init = setup_sma
 	cr_assert_eq(alloc_stat().free_units, 16, "waited for a reference newer than the unmap");
 	cfs_ns_io_end(fs, in, newer_gen);
 	cfs_ns_release(fs, in);
+}
+
+/* A full store whose only space is units a truncate freed under an older
+ * I/O reference: an allocation says "coming" (-EAGAIN, the data path waits
+ * without blocking that I/O), not -ENOSPC, and gets the units once the
+ * reference ends. With nothing coming back, -ENOSPC. */
+Test(namespace, full_store_with_units_coming_back_says_eagain, .init = setup_small,
+     .fini = teardown)
+{
+	struct cfs_inode *in, *in2;
+	struct cfs_attr a, b;
+	struct cfs_setattr s = {.valid = CFS_SET_SIZE, .size_bytes = 0};
+	struct cfs_ns_zero zero;
+	unsigned gen;
+
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "f", 0600, 0, 0, &a, &in), 0);
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "g", 0600, 0, 0, &b, &in2), 0);
+	cr_assert_eq(write_sim(in, 0, 16 * UNIT), 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in2, 0, UNIT), -ENOSPC, "nothing coming back");
+	gen = cfs_ns_io_begin(in); /* a read of f in flight */
+	cr_assert_eq(cfs_ns_setattr(fs, a.ino, &s, &a, &zero), 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in2, 0, 2 * UNIT), -EAGAIN);
+	cr_assert_eq(cfs_ns_fallocate(fs, b.ino, 0, 0, 2 * UNIT, NULL), -EAGAIN);
+	cfs_ns_io_end(fs, in, gen);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in2, 0, 2 * UNIT), 0);
+	cr_assert_eq(cfs_ns_fallocate(fs, b.ino, 0, 2 * UNIT, 14 * UNIT, NULL), 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 0, UNIT), -ENOSPC, "full again");
+	cfs_ns_release(fs, in);
+	cfs_ns_release(fs, in2);
 }
 
 Test(namespace, unlink_while_open, .init = setup_small, .fini = teardown)
@@ -892,7 +922,8 @@ Test(namespace, fallocate, .init = setup, .fini = teardown)
 	cr_assert_eq(write_sim(in, 0, 4 * UNIT), 0);
 	/* Punch [UNIT/2 + 100, 3 UNIT + 700): unit 1, 2 freed; partial ends. */
 	cr_assert_eq(cfs_ns_fallocate(fs, f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				      UNIT / 2 + 100, 5 * UNIT / 2 + 600, &zero), 0);
+				      UNIT / 2 + 100, 5 * UNIT / 2 + 600, &zero),
+		     0);
 	cr_assert_eq(cfs_extent_unit_get(in->map, 1), -1);
 	cr_assert_eq(cfs_extent_unit_get(in->map, 2), -1);
 	cr_assert_geq(cfs_extent_unit_get(in->map, 0), 0);
@@ -1021,14 +1052,14 @@ Test(namespace, concurrent_mutations, .init = setup, .fini = teardown)
 {
 	pthread_t t[4];
 	struct creator c[4];
-	struct listing l = { 0 };
+	struct listing l = {0};
 	int total = 0;
 
 	for (int i = 0; i < 4; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "d%d", i);
-		c[i] = (struct creator){ mkdir_(CFS_ROOT_INO, name), i };
+		c[i] = (struct creator){mkdir_(CFS_ROOT_INO, name), i};
 		pthread_create(&t[i], NULL, creator_thread, &c[i]);
 	}
 	for (int i = 0; i < 4; i++)
@@ -1051,7 +1082,7 @@ Test(namespace, zero_pin_outlives_delete, .init = setup_small, .fini = teardown)
 {
 	struct cfs_inode *in;
 	struct cfs_attr a;
-	struct cfs_setattr s = { .valid = CFS_SET_SIZE, .size_bytes = 1000 };
+	struct cfs_setattr s = {.valid = CFS_SET_SIZE, .size_bytes = 1000};
 	struct cfs_ns_zero zero;
 
 	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "f", 0600, 0, 0, &a, &in), 0);
