@@ -1184,12 +1184,18 @@ static uint64_t span_of(const struct cfs_extent_map *map, const struct top *t, u
 			uint32_t s = (uint32_t)((pos - unit_start) >> g->sector_shift);
 			uint32_t lim = sectors_of(g, r->piece);
 			uint32_t stop;
+			bool first = !have_state;
 
-			if (!have_state) {
+			if (first) {
 				want = s < lim && ws_sector(ws, s);
 				have_state = true;
 			}
 			stop = s < lim ? ws_scan(ws, s, lim, want) : lim;
+			/* A write's marking (or a punch's clearing) may flip
+			 * sector s between the two loads: it was `want` at the
+			 * first, so it counts as that. Never an empty span. */
+			if (first && stop == s)
+				stop = s + 1;
 			if (stop < lim || (want && lim < g->sectors_per_unit)) {
 				pos = unit_start + ((uint64_t)stop << g->sector_shift);
 				break;

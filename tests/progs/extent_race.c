@@ -5,7 +5,8 @@
  * arena cannot be set up under TSan on this kernel, so tests/unit/
  * test_extent.c cannot): lock-free lookups of a stable range while another
  * thread splits, merges, punches and clears runs next to it; completions
- * racing the committer's fold; completions racing a clearer; lookups racing
+ * racing the committer's fold; completions racing a clearer (and a read's
+ * written-state snapshot racing both); lookups racing
  * online moves (cfs_extent_remap); completions into pieces racing the fold;
  * lookups racing a piece's growth (cfs_extent_relocate). Exits 0, or 1 with
  * a message on the first wrong answer (TSan reports make it exit 66).
@@ -33,7 +34,7 @@ static int rounds = 200;
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \
 		if (!(cond)) {                                                                     \
-			fprintf(stderr, "extent_race: %s:%d: ", __func__, __LINE__);              \
+			fprintf(stderr, "extent_race: %s:%d: ", __func__, __LINE__);               \
 			fprintf(stderr, __VA_ARGS__);                                              \
 			fputc('\n', stderr);                                                       \
 			exit(1);                                                                   \
@@ -114,10 +115,12 @@ static void split_and_merge(void)
 						      dev(base + fu - 64, 0)) == 0,
 			      "split");
 		CHECK(cfs_extent_collect_dirty(map, nop, NULL) == 0, "collect");
-		CHECK(cfs_extent_mark_written(map, 64 * UNIT, 128 * UNIT, dev(base, 0)) == 0, "fill");
+		CHECK(cfs_extent_mark_written(map, 64 * UNIT, 128 * UNIT, dev(base, 0)) == 0,
+		      "fill");
 		CHECK(cfs_extent_collect_dirty(map, nop, NULL) == 0, "fold");
 		CHECK(cfs_extent_unmap(map, 100, 20, NULL, NULL) == 20, "punch");
-		CHECK(cfs_extent_mark_unwritten(map, 150 * UNIT + 1024, 4096, NULL, NULL) == 0, "clear");
+		CHECK(cfs_extent_mark_unwritten(map, 150 * UNIT + 1024, 4096, NULL, NULL) == 0,
+		      "clear");
 		CHECK(cfs_extent_unmap(map, 64, 128, NULL, NULL) == 108, "unmap churn");
 		cfs_extent_quiesce(map);
 	}
@@ -178,14 +181,29 @@ static void *clearer(void *p)
 	return NULL;
 }
 
+/* A read's written-state snapshot while sector 0 flips: never an empty span
+ * (a data path READ asserts it). */
+static void *span_reader(void *p)
+{
+	(void)p;
+	while (!atomic_load(&stop)) {
+		bool w;
+
+		CHECK(cfs_extent_written_span(map, 0, UNIT / 2, &w) > 0,
+		      "an empty span while sector 0 flips");
+	}
+	return NULL;
+}
+
 static void clear_race(void)
 {
-	pthread_t c;
+	pthread_t c[2];
 	bool w;
 
 	fresh_map();
 	CHECK(cfs_extent_map_units(map, 0, 0, 1) == 0, "map");
-	pthread_create(&c, NULL, clearer, NULL);
+	pthread_create(&c[0], NULL, clearer, NULL);
+	pthread_create(&c[1], NULL, span_reader, NULL);
 	for (int r = 0; r < 100 * rounds; r++) {
 		uint32_t s = SPU / 2 + (uint32_t)(r % (SPU / 2));
 
@@ -195,7 +213,7 @@ static void clear_race(void)
 		if (r % 7 == 0)
 			CHECK(cfs_extent_mark_written(map, 0, SECTOR, dev(0, 0)) == 0, "mark 0");
 	}
-	join_all(&c, 1);
+	join_all(c, 2);
 	CHECK(cfs_extent_written_span(map, UNIT / 2, UNIT / 2, &w) == UNIT / 2 && w,
 	      "second half not written");
 }
@@ -231,7 +249,8 @@ static void move_race(void)
 	fresh_map();
 	CHECK(cfs_extent_map_units(map, 0, 0, 16) == 0, "map");
 	for (uint64_t fu = 0; fu < 16; fu++)
-		CHECK(cfs_extent_mark_written(map, fu * UNIT + SECTOR, SECTOR, dev(fu, SECTOR)) == 0,
+		CHECK(cfs_extent_mark_written(map, fu * UNIT + SECTOR, SECTOR, dev(fu, SECTOR)) ==
+			      0,
 		      "mark");
 	pthread_create(&t, NULL, move_reader, NULL);
 	for (int r = 0; r < 10 * rounds; r++)
@@ -262,9 +281,9 @@ static void *piece_marker(void *p)
 			uint32_t sec = (s * 7 + (uint32_t)fu) % PIECE_SECTORS;
 			struct cfs_extent_loc l = piece_of(fu);
 
-			CHECK(cfs_extent_mark_written(map, fu * UNIT + sec * SECTOR, SECTOR,
-						      dev(l.store_unit, l.piece_offset_bytes +
-									sec * SECTOR)) == 0,
+			CHECK(cfs_extent_mark_written(
+				      map, fu * UNIT + sec * SECTOR, SECTOR,
+				      dev(l.store_unit, l.piece_offset_bytes + sec * SECTOR)) == 0,
 			      "mark piece");
 		}
 	return NULL;
@@ -346,9 +365,9 @@ static void piece_grow_race(void)
 			struct cfs_extent_loc l = grow_place(fu, 0);
 
 			CHECK(cfs_extent_map_piece(map, fu, &l) == 0, "map piece");
-			CHECK(cfs_extent_mark_written(map, fu * UNIT + SECTOR, SECTOR,
-						      dev(l.store_unit, l.piece_offset_bytes +
-									SECTOR)) == 0,
+			CHECK(cfs_extent_mark_written(
+				      map, fu * UNIT + SECTOR, SECTOR,
+				      dev(l.store_unit, l.piece_offset_bytes + SECTOR)) == 0,
 			      "mark");
 			if (r % 2)
 				CHECK(cfs_extent_collect_dirty(map, nop, NULL) == 0, "collect");
