@@ -26,7 +26,9 @@
 #       one formatted by mkchunkfs and mounted by chunkfs (allow_other, plus
 #       CHUNKFS_OPTS) at DBPAIR_DIR[chunkfs]; DBPAIR_DEV[fs] their devices.
 #       DBPAIR_MKCHUNKFS_OPTS (environment): more mkchunkfs options, e.g.
-#       --no-pieces for the space a store without pieces takes
+#       --no-pieces for the space a store without pieces takes;
+#       DBPAIR_CHUNKFS_IMAGE=1 (environment): chunkfs's store is its image
+#       file itself, no loop device (ext4 needs one to mount an image)
 #   dbpair_order REP       "ext4 chunkfs" for odd repetitions, the reverse
 #                          for even ones: drift on a shared machine lands on both
 #   dbpair_csv_header FILE the header of the long CSV (below)
@@ -97,8 +99,12 @@ dbpair_mounts() {
 	truncate -s "$size" "$CFS_WORK/ext4.img" "$CFS_WORK/chunkfs.img"
 	cfs_loop_attach "$CFS_WORK/ext4.img"
 	DBPAIR_DEV[ext4]=$CFS_LOOP_DEV
-	cfs_loop_attach "$CFS_WORK/chunkfs.img"
-	DBPAIR_DEV[chunkfs]=$CFS_LOOP_DEV
+	if [ "${DBPAIR_CHUNKFS_IMAGE:-0}" = 1 ]; then
+		DBPAIR_DEV[chunkfs]=$CFS_WORK/chunkfs.img
+	else
+		cfs_loop_attach "$CFS_WORK/chunkfs.img"
+		DBPAIR_DEV[chunkfs]=$CFS_LOOP_DEV
+	fi
 	mkfs.ext4 -q -F "${DBPAIR_DEV[ext4]}"
 	# shellcheck disable=SC2086 # words of options
 	"$CFS_BIN/mkchunkfs" -q ${DBPAIR_MKCHUNKFS_OPTS:-} "${DBPAIR_DEV[chunkfs]}" >/dev/null || cfs_fail "mkchunkfs ${DBPAIR_DEV[chunkfs]}"
