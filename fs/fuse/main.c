@@ -1101,7 +1101,9 @@ static int open_metadata(const struct options *o, struct cfs_io *io, struct cfs_
 	fo.root_uid = getuid();
 	fo.root_gid = getgid();
 	fo.log = fs_log_line;
-	if (!o->ram && source_count > 1) {
+	if (!o->ram) {
+		/* A single store too: its path names store 0 (chunkfs store add
+		 * can make it a pool's). */
 		fo.pool_sources = pool_sources;
 		fo.pool_source_count = source_count;
 	}

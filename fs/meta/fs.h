@@ -51,9 +51,10 @@ struct cfs_fs_options {
 	uint32_t root_gid;
 	cfs_log_fn log; /* where log lines go; NULL = stderr */
 	void *log_arg;
-	/* A pool mounted from several sources (fs/meta/pool.h,
-	 * cfs_pool_open_io): the stores as probed, store 0 first. NULL: the
-	 * target is one store (or a pool of one). Read during cfs_fs_open. */
+	/* The mount's sources as probed (fs/meta/pool.h, cfs_pool_open_io):
+	 * several for a pool, one for a single store (its path then names
+	 * store 0). Fewer than 2: store 0 of a larger pool is refused. NULL:
+	 * no paths known (tools). Read during cfs_fs_open. */
 	const struct cfs_pool_source *pool_sources;
 	unsigned pool_source_count;
 };

@@ -170,7 +170,7 @@ int cfs_fs_open(struct cfs_io *io, const struct cfs_fs_options *opts, struct cfs
 		goto out_free;
 	}
 	if ((fs->sb.incompat & CFS_FEAT_INCOMPAT_POOL) && fs->sb.store_count > 1 &&
-	    !fs->opts.pool_sources) {
+	    fs->opts.pool_source_count < 2) {
 		ret = -EINVAL;
 		cfs_text_error(err, err_bytes, "store 0 of a pool of %u stores: mount all of them",
 			       fs->sb.store_count);

@@ -45,6 +45,8 @@ out=$("$cm" store add "$mnt" "$s1" -L hdd0) || cfs_fail "store add on a single s
 [[ $out == "added $s1 to the pool on $mnt: store hdd0 (index 1)"* ]] || cfs_fail "store add said: $out"
 [ "$(field_of hdd0 state)" = active ] || cfs_fail "hdd0 after the add: $(stores)"
 [ "$(field_of ssd0 state)" = active ] || cfs_fail "ssd0 after the add: $(stores)"
+[ "$(field_of ssd0 source)" = "$s0" ] || cfs_fail "store 0's source after the add: $(stores)"
+[ "$(field_of hdd0 source)" = "$s1" ] || cfs_fail "hdd0's source after the add: $(stores)"
 grep -q "$s0 is store 0 of a pool now: mount it as $s0,$s1 from now on" "$log" ||
 	cfs_fail "no log line telling how to mount the pool"
 out=$("$cm" move "$mnt/db/chunk" hdd0) || cfs_fail "moving the chunk to the new store: $out"
