@@ -2403,7 +2403,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		atomic_store(&inode->cache_stale, true);
 	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
 	if (ret == -EAGAIN) {
-		if (!l->ram && space_park(l, req, inode, NULL, data, size, file_flags, offset))
+		if (space_park(l, req, inode, NULL, data, size, file_flags, offset))
 			return 0;
 		ret = -ENOSPC;
 	}
