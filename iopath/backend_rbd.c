@@ -277,7 +277,7 @@ int cfs_rbd_store_open(const struct cfs_io_config *cfg, struct cfs_io_geometry *
 		return -ENOMEM;
 	}
 	atomic_init(&t->fenced, false);
-	t->source = cfg->path;
+	snprintf(t->source, sizeof(t->source), "%s", cfg->path ? cfg->path : "rbd");
 	t->log = cfg->log;
 	t->log_arg = cfg->log_arg;
 	ret = cfg->path ? cfs_rbd_name_parse(cfg->path, &t->name, &why) : -EINVAL;

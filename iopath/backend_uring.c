@@ -448,6 +448,14 @@ static int uring_add_store(struct cfs_io *io, const struct cfs_io_config *cfg)
 	c.read_only = cfg->read_only || t->cfg->read_only;
 	c.exclusive = cfg->exclusive;
 	c.size_bytes = 0;
+	/* An RBD store: the cluster is the target's (conf, id, name); whether
+	 * to break a holder's lock, and where to explain, are the caller's. */
+	c.ceph.takeover = cfg->ceph.takeover;
+	c.ceph.wait_s = cfg->ceph.wait_s;
+	if (cfg->log) {
+		c.log = cfg->log;
+		c.log_arg = cfg->log_arg;
+	}
 	pthread_mutex_lock(&t->admin_lock);
 	for (index = 1; index < CFS_IO_STORES_MAX && store_used(&t->store[index]); index++)
 		;

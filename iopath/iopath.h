@@ -313,7 +313,9 @@ struct cfs_io_route {
 };
 
 /* Open another store into io: cfg's path, dio policy, read_only and
- * exclusive are used (backend, size and fault spec are io's). Returns the new
+ * exclusive are used (backend, size and fault spec are io's; for an RBD
+ * image also ceph.takeover, ceph.wait_s and log when set, the cluster's
+ * conf, id and name being io's). Returns the new
  * store's index (> 0), or -EOPNOTSUPP (a backend without pools), -EINVAL
  * (another logical sector than store 0's; message on stderr), -EMFILE
  * (CFS_IO_STORES_MAX stores), or the open's -errno. */

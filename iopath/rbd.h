@@ -21,7 +21,9 @@ struct rbd_target {
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
 	struct cfs_rbd_name name;
-	const char *source; /* "rbd:POOL/[NAMESPACE/]IMAGE", for messages */
+	/* "rbd:POOL/[NAMESPACE/]IMAGE", for messages (a copy: a store added
+	 * online is named by a request that does not outlive the open) */
+	char source[sizeof(CFS_RBD_PREFIX) + 3 * CFS_RBD_NAME_BYTES];
 	char user[96];	    /* "client.ID" */
 	bool locked;	    /* this process holds the exclusive lock */
 	atomic_bool fenced; /* blocklisted, or the lock went to another

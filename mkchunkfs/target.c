@@ -18,11 +18,10 @@
  * takes the image's exclusive lock for a run that writes (a mounted store is
  * refused, naming the host that holds it) and none for -n and -D. blkid and
  * the superblock reads need a file descriptor: they get a memfd holding a
- * copy of the image's first and last RBD_PROBE_BYTES (where every signature
- * blkid knows lives), sparse in between; with -f the erased signatures are
- * written back from it. Writes go through the backend (cfs_mkfs_rbd_*). The
- * image is never created or resized here: that is `rbd create` and
- * `rbd resize`, with the cluster's own permissions.
+ * copy of the image's ends (fs/meta/signature.h, "probed through a copy");
+ * with -f the erased signatures are written back from it. Writes go through
+ * the backend (cfs_mkfs_rbd_*). The image is never created or resized here:
+ * that is `rbd create` and `rbd resize`, with the cluster's own permissions.
  *
  * What this file does not do: look at the target's contents (signatures.c)
  * or write anything but the new image's size.
@@ -36,15 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fs/meta/signature.h"
 #include "mkchunkfs/mkchunkfs.h"
-
-#define RBD_PROBE_BYTES (1u << 20) /* copied from each end of an RBD image for blkid */
 
 void cfs_mkfs_target_init(struct cfs_mkfs_target *t)
 {
@@ -298,50 +295,19 @@ int cfs_mkfs_rbd_discard(struct cfs_mkfs_target *t, uint64_t offset, uint64_t le
 	return ret;
 }
 
-/* The byte ranges of the image copied into the probe memfd. */
-static void probe_ranges(const struct cfs_mkfs_target *t, uint64_t range[2][2])
+static int probe_read(void *arg, void *buf, uint64_t length, uint64_t offset)
 {
-	uint64_t size = t->target_size_bytes,
-		 head = size < RBD_PROBE_BYTES ? size : RBD_PROBE_BYTES;
-	uint64_t tail = size - head < RBD_PROBE_BYTES ? size - head : RBD_PROBE_BYTES;
-
-	range[0][0] = 0;
-	range[0][1] = head;
-	range[1][0] = size - tail;
-	range[1][1] = tail;
+	return cfs_mkfs_rbd_read(arg, buf, length, offset);
 }
 
 static int rbd_probe_copy(struct cfs_mkfs_target *t)
 {
-	uint64_t range[2][2];
-	uint8_t *buf;
-	int ret = 0;
+	char err[256];
+	int ret = cfs_signature_probe_copy(t->target_size_bytes, probe_read, t, &t->fd, err,
+					   sizeof(err));
 
-	t->fd = memfd_create("mkchunkfs-probe", MFD_CLOEXEC);
-	if (t->fd < 0 || ftruncate(t->fd, (off_t)t->target_size_bytes) < 0) {
-		ret = -errno;
-		cfs_mkfs_error("%s: cannot make a probe copy: %s", t->path, strerror(errno));
-		return ret;
-	}
-	buf = aligned_alloc(4096, RBD_PROBE_BYTES);
-	if (!buf)
-		return -ENOMEM;
-	probe_ranges(t, range);
-	for (int i = 0; i < 2 && ret == 0; i++) {
-		if (!range[i][1])
-			continue;
-		ret = cfs_mkfs_rbd_read(t, buf, range[i][1], range[i][0]);
-		if (ret < 0) {
-			cfs_mkfs_error("%s: cannot read the image: %s", t->path, strerror(-ret));
-			break;
-		}
-		if (pwrite(t->fd, buf, range[i][1], (off_t)range[i][0]) != (ssize_t)range[i][1]) {
-			ret = -EIO;
-			cfs_mkfs_error("%s: cannot fill the probe copy", t->path);
-		}
-		ret = ret < 0 ? ret : 0;
-	}
-	free(buf);
+	if (ret < 0)
+		cfs_mkfs_error("%s: %s", t->path, err);
 	return ret;
 }
 
@@ -351,10 +317,10 @@ int cfs_mkfs_rbd_write_back_probe(struct cfs_mkfs_target *t)
 	uint8_t *buf;
 	int ret = 0;
 
-	buf = aligned_alloc(4096, RBD_PROBE_BYTES);
+	buf = aligned_alloc(4096, CFS_SIGNATURE_PROBE_BYTES);
 	if (!buf)
 		return -ENOMEM;
-	probe_ranges(t, range);
+	cfs_signature_probe_ranges(t->target_size_bytes, range);
 	for (int i = 0; i < 2 && ret == 0; i++) {
 		if (!range[i][1])
 			continue;

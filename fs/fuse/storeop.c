@@ -5,8 +5,10 @@
  *
  * Add, in this order, so that a crash between two steps loses nothing:
  *   1. SOURCE opened and locked as a store (flock on the path, O_EXCL for a
- *      block device), checked: not a store of this pool, no chunkfs
- *      superblock, no signature libblkid knows, the pool's logical sector;
+ *      block device; an RBD image: its exclusive lock, taken by the rbd
+ *      backend as it opens), checked: not a store of this pool, no chunkfs
+ *      superblock, no signature libblkid knows (an RBD image through a copy
+ *      of its ends, read through its window), the pool's logical sector;
  *   2. its superblocks written as a data store of the pool (the next index,
  *      units past every store's: cfs_sb_data_store_new, as mkchunkfs
  *      --join), through its superblock window, flushed;
@@ -373,6 +375,77 @@ static int check_source(int fd, const char *source, const struct cfs_sb *table, 
 	return 0;
 }
 
+/*
+ * What the rbd backend said last while an add opened an image (who holds
+ * its lock, no such image, the cluster unreachable): the command's answer.
+ * Every line also goes to the daemon's log, for as long as the image is a
+ * store (its fencing is said here too).
+ */
+static struct {
+	pthread_mutex_t lock;
+	bool listening;
+	char line[WHY_BYTES];
+} rbd_said = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void rbd_log(void *arg, const char *line)
+{
+	(void)arg;
+	cfs_fs_log(FS(), "%s", line);
+	pthread_mutex_lock(&rbd_said.lock);
+	if (rbd_said.listening)
+		snprintf(rbd_said.line, sizeof(rbd_said.line), "%s", line);
+	pthread_mutex_unlock(&rbd_said.lock);
+}
+
+static void rbd_listen(bool on)
+{
+	pthread_mutex_lock(&rbd_said.lock);
+	rbd_said.listening = on;
+	if (on)
+		rbd_said.line[0] = '\0';
+	pthread_mutex_unlock(&rbd_said.lock);
+}
+
+/* [lock] Read [offset, offset + length) of an RBD store not yet in the pool:
+ * its superblock window routed there for the read. */
+static int rbd_probe_read(void *arg, void *buf, uint64_t length, uint64_t offset)
+{
+	unsigned io_store = *(const unsigned *)arg;
+	struct cfs_io_route probe = {window_of(io_store), length, offset, io_store};
+	int ret = reroute(io_store, &probe, 1);
+
+	return ret ? ret : cfs_ioq_sync_range(so.q, CFS_IO_READ, window_of(io_store), length, buf);
+}
+
+/* [lock] check_source() for an RBD image opened (and locked) as io_store:
+ * blkid and the superblock check read a copy of its ends. first: the mount
+ * is a single store, routed as store 0 of a pool before any route names
+ * another store. */
+static int check_rbd_source(unsigned io_store, const char *source, const struct cfs_sb *table,
+			    bool first, char *msg, size_t msg_bytes)
+{
+	const struct cfs_io_geometry *geo = cfs_io_store_geometry(so.d->io, io_store);
+	uint64_t size = geo->size_bytes & ~(uint64_t)(geo->logical_sector_bytes - 1);
+	char err[256];
+	int fd, ret;
+
+	ret = window_ready();
+	if (!ret && first)
+		ret = route_store0(table);
+	if (ret) {
+		cfs_text_error(msg, msg_bytes, "%s: cannot route it: %s", source, strerror(-ret));
+		return ret;
+	}
+	ret = cfs_signature_probe_copy(size, rbd_probe_read, &io_store, &fd, err, sizeof(err));
+	if (ret) {
+		cfs_text_error(msg, msg_bytes, "%s: %s", source, err);
+		return ret;
+	}
+	ret = check_source(fd, source, table, msg, msg_bytes);
+	close(fd);
+	return ret;
+}
+
 /* [lock] */
 static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 {
@@ -385,7 +458,7 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 	const char *why = NULL;
 	struct stat st;
 	int fd = -1, io_store = -1, ret;
-	bool pooled = false, written = false, first;
+	bool pooled = false, written = false, first, rbd = cfs_source_is_rbd(r->source);
 	uint64_t au;
 
 	cfs_journal_table(FS()->journal, &table);
@@ -397,14 +470,27 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 			       "(it holds the metadata) must be a local device or image file");
 		return -EOPNOTSUPP;
 	}
-	if (cfs_source_is_rbd(r->source)) {
-		cfs_text_error(msg, msg_bytes,
-			       "%s: an RBD image joins a pool with mkchunkfs --join while the pool "
-			       "is unmounted",
-			       r->source);
-		return -EOPNOTSUPP;
-	}
-	if (r->source[0] != '/') {
+	if (rbd) {
+		struct cfs_pool_store_info info;
+		struct cfs_rbd_name name;
+
+		if (cfs_rbd_name_parse(r->source, &name, &why)) {
+			cfs_text_error(msg, msg_bytes, "%s: %s", r->source, why);
+			return -EINVAL;
+		}
+		why = NULL;
+		/* Its lock would refuse it, naming this daemon as its holder:
+		 * say what that means. */
+		for (unsigned i = 0; cfs_pool_store_at(FS()->pool, i, &info) == 0; i++) {
+			if (strcmp(info.source, r->source))
+				continue;
+			cfs_text_error(msg, msg_bytes,
+				       "%s is already store %s (index %" PRIu32 ") of this pool",
+				       r->source, info.label[0] ? info.label : "without a label",
+				       info.index);
+			return -EEXIST;
+		}
+	} else if (r->source[0] != '/') {
 		cfs_text_error(msg, msg_bytes, "%s: give SOURCE as an absolute path", r->source);
 		return -EINVAL;
 	}
@@ -412,6 +498,15 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 		cfs_text_error(msg, msg_bytes, "label %s: longer than %u bytes", r->label,
 			       CFS_LABEL_BYTES - 1);
 		return -EINVAL;
+	}
+	cfg.path = r->source;
+	cfg.exclusive = true;
+	if (rbd) {
+		/* The image's exclusive lock, as its open takes it: a live
+		 * holder refuses the add (no takeover here). */
+		cfg.dio = CFS_DIO_OPTIONAL;
+		cfg.log = rbd_log;
+		goto open_store;
 	}
 	fd = open(r->source, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
@@ -436,20 +531,31 @@ static int store_add(const struct add_req *r, char *msg, size_t msg_bytes)
 			       r->source);
 		goto out;
 	}
-	cfg.path = r->source;
-	cfg.exclusive = true;
 	cfg.dio = S_ISBLK(st.st_mode) ? CFS_DIO_REQUIRED : CFS_DIO_OPTIONAL;
+open_store:
+	rbd_listen(rbd);
 	io_store = cfs_io_add_store(so.d->io, &cfg);
+	rbd_listen(false);
 	if (io_store < 0) {
 		ret = io_store;
-		cfs_text_error(msg, msg_bytes, "%s: %s", r->source,
-			       ret == -EBUSY ? "busy (mounted, or open exclusively by another "
-					       "program)"
-			       : ret == -EINVAL
-				       ? "cannot be a store of this pool (its logical sector size "
-					 "or buffer alignment differs from the pool's)"
-				       : strerror(-ret));
+		if (rbd && rbd_said.line[0]) /* the backend said why, naming it */
+			cfs_text_error(msg, msg_bytes, "%s", rbd_said.line);
+		else
+			cfs_text_error(msg, msg_bytes, "%s: %s", r->source,
+				       ret == -EBUSY ? "busy (mounted, or open exclusively by "
+						       "another program)"
+				       : ret == -EINVAL
+					       ? "cannot be a store of this pool (its logical "
+						 "sector size or buffer alignment differs from "
+						 "the pool's)"
+					       : strerror(-ret));
 		goto out;
+	}
+	if (rbd) {
+		ret = check_rbd_source((unsigned)io_store, r->source, &table, first, msg,
+				       msg_bytes);
+		if (ret)
+			goto out;
 	}
 	geo = cfs_io_store_geometry(so.d->io, (unsigned)io_store);
 	ret = cfs_uuid_generate(uuid);

@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fs/base/text.h"
 #include "fs/meta/signature.h"
@@ -182,4 +185,62 @@ int cfs_signatures_find(int fd, const uint8_t *slots, struct cfs_signatures *fou
 	found->partition_table = l.partition_table;
 	list_join(&l, found->what, sizeof(found->what));
 	return 0;
+}
+
+void cfs_signature_probe_ranges(uint64_t size_bytes, uint64_t range[2][2])
+{
+	uint64_t head =
+		size_bytes < CFS_SIGNATURE_PROBE_BYTES ? size_bytes : CFS_SIGNATURE_PROBE_BYTES;
+	uint64_t tail = size_bytes - head < CFS_SIGNATURE_PROBE_BYTES ? size_bytes - head
+								      : CFS_SIGNATURE_PROBE_BYTES;
+
+	range[0][0] = 0;
+	range[0][1] = head;
+	range[1][0] = size_bytes - tail;
+	range[1][1] = tail;
+}
+
+int cfs_signature_probe_copy(uint64_t size_bytes,
+			     int (*read)(void *arg, void *buf, uint64_t length, uint64_t offset),
+			     void *arg, int *fd_out, char *err, size_t err_bytes)
+{
+	uint64_t range[2][2];
+	uint8_t *buf = NULL;
+	int fd, ret = 0;
+
+	*fd_out = -1;
+	fd = memfd_create("chunkfs-probe", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size_bytes) < 0) {
+		ret = -errno;
+		cfs_text_error(err, err_bytes, "cannot make a probe copy: %s", strerror(errno));
+		goto out;
+	}
+	buf = aligned_alloc(4096, CFS_SIGNATURE_PROBE_BYTES);
+	if (!buf) {
+		ret = -ENOMEM;
+		cfs_text_error(err, err_bytes, "out of memory");
+		goto out;
+	}
+	cfs_signature_probe_ranges(size_bytes, range);
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		if (!range[i][1])
+			continue;
+		ret = read(arg, buf, range[i][1], range[i][0]);
+		if (ret < 0) {
+			cfs_text_error(err, err_bytes, "cannot read it: %s", strerror(-ret));
+			break;
+		}
+		ret = 0;
+		if (pwrite(fd, buf, range[i][1], (off_t)range[i][0]) != (ssize_t)range[i][1]) {
+			ret = -EIO;
+			cfs_text_error(err, err_bytes, "cannot fill the probe copy");
+		}
+	}
+out:
+	free(buf);
+	if (ret && fd >= 0)
+		close(fd);
+	else
+		*fd_out = fd;
+	return ret;
 }

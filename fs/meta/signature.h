@@ -42,4 +42,21 @@ struct blkid_struct_probe;
 int cfs_signatures_each(int fd, int (*visit)(struct blkid_struct_probe *probe, void *arg),
 			void *arg, char *err, size_t err_bytes);
 
+/*
+ * A target blkid cannot open (an RBD image, reached through librbd) is
+ * probed through a copy: a memfd of its size holding its first and last
+ * CFS_SIGNATURE_PROBE_BYTES (where every signature blkid knows lives, and
+ * both chunkfs superblock slots), sparse in between.
+ */
+#define CFS_SIGNATURE_PROBE_BYTES (1u << 20)
+/* The ranges copied, as {offset, length}; the second is empty when the
+ * target is no longer than one. */
+void cfs_signature_probe_ranges(uint64_t size_bytes, uint64_t range[2][2]);
+/* Make the copy: read(arg, buf, length, offset) fills buf (aligned to 4096)
+ * from the target, 0 or -errno. *fd_out: the memfd (the caller closes it).
+ * 0, or -errno with err. */
+int cfs_signature_probe_copy(uint64_t size_bytes,
+			     int (*read)(void *arg, void *buf, uint64_t length, uint64_t offset),
+			     void *arg, int *fd_out, char *err, size_t err_bytes);
+
 #endif /* CFS_SIGNATURE_H */
