@@ -12,7 +12,11 @@
 #     a buffered reader sees an O_DIRECT write;
 #   - a full store: the error reaches the application (write() or at the
 #     latest fsync() fails with ENOSPC), the daemon lives on, the data
-#     fsynced before is intact after a remount, and fsck is clean.
+#     fsynced before is intact after a remount, and fsck is clean;
+#   - space set aside with fallocate(FALLOC_FL_KEEP_SIZE) before the store
+#     filled up (as RocksDB preallocates its log): appends into it after
+#     the store is full are written and fsynced without an error, and read
+#     back after a remount.
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 cfs_require_fuse
@@ -92,6 +96,45 @@ cmp "$mnt/data" "$mnt/data.sum" || cfs_fail "content after a remount"
 [ "$(stat -c %Y.%y "$mnt/data")" = "$mtime" ] || cfs_fail "mtime $(stat -c %y "$mnt/data") after a remount, was $mtime"
 cmp "$mnt/plain" "$mnt/wb" || cfs_fail "appends after a remount"
 
+# appends into space set aside by fallocate(KEEP_SIZE), once the store is full
+python3 - "$mnt" <<'EOF' || cfs_fail "appends into fallocated space on a full store"
+import ctypes, errno, os, sys
+d = sys.argv[1]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+log = os.open(os.path.join(d, "log"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+if libc.fallocate(log, 1, 0, 8 << 20) != 0:  # FALLOC_FL_KEEP_SIZE
+    sys.exit("fallocate: " + os.strerror(ctypes.get_errno()))
+assert os.fstat(log).st_size == 0
+fill = os.open(os.path.join(d, "fill"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+try:
+    for i in range(150):
+        os.write(fill, b"f" * 1048576)
+    os.fsync(fill)
+    sys.exit("the store never filled up")
+except OSError as e:
+    if e.errno != errno.ENOSPC:
+        raise
+try:
+    os.close(fill)
+except OSError:
+    pass
+record = bytes(range(256)) * 2 + b"\n" * 100  # 612 bytes, as a log's records
+written = 0
+while written + len(record) <= 8 << 20:
+    os.write(log, record)
+    written += len(record)
+    if written % (1 << 20) < len(record):
+        os.fsync(log)
+os.fsync(log)
+os.close(log)
+data = open(os.path.join(d, "log"), "rb").read()
+assert data == record * (written // len(record)), "read back"
+print("%d bytes appended and fsynced into fallocated space on a full store" % written)
+EOF
+rm -f "$mnt/fill"
+cp "$mnt/log" "$CFS_WORK/log.sum"
+
 # a full store: ENOSPC reaches the application, the daemon lives on
 python3 - "$mnt/fill" <<'EOF' || cfs_fail "a full store"
 import errno, os, sys
@@ -124,6 +167,7 @@ cmp "$mnt/data" "$mnt/data.sum" || cfs_fail "content after ENOSPC"
 cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_mount "$img" "$mnt"
 cmp "$mnt/data" "$mnt/data.sum" || cfs_fail "content after ENOSPC and a remount"
+cmp "$mnt/log" "$CFS_WORK/log.sum" || cfs_fail "the appends into fallocated space after a remount"
 [ "$(cat "$mnt/after")" = after ] || cfs_fail "the write after ENOSPC"
 cfs_umount "$mnt" || cfs_fail "unmount"
 "$CFS_BIN/fsck.chunkfs" -n "$img" >"$CFS_WORK/fsck.out" 2>&1 ||
