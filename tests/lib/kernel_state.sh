@@ -51,7 +51,9 @@ cfs_kstate_lock() {
 
 cfs_kstate_unlock() {
 	[ -n "$_cfs_kstate_holder" ] || return 0
-	kill "$_cfs_kstate_holder" 2>/dev/null
-	wait "$_cfs_kstate_holder" 2>/dev/null
+	kill "$_cfs_kstate_holder" 2>/dev/null || true
+	# its status is SIGTERM's: not the caller's (an EXIT trap under set -e
+	# would make it the script's)
+	wait "$_cfs_kstate_holder" 2>/dev/null || true
 	_cfs_kstate_holder=
 }
