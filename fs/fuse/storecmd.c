@@ -44,8 +44,9 @@ static void usage(FILE *f)
 		   "       chunkfs store remove [--wait | --no-wait] [--rate RATE] DIR STORE\n"
 		   "       chunkfs store remove --cancel DIR STORE\n"
 		   "       chunkfs store list DIR\n"
-		   "DIR: the pool's mount; SOURCE: a block device or image file; STORE: a label\n"
-		   "or index; RATE: bytes per second, with K, M, G or T (powers of 1024)\n");
+		   "DIR: the pool's mount; SOURCE: a block device, an image file or a Ceph RBD\n"
+		   "image (rbd:POOL/IMAGE); STORE: a label or index; RATE: bytes per second,\n"
+		   "with K, M, G or T (powers of 1024)\n");
 }
 
 static int read_stores(const char *root, char *text, size_t bytes)
