@@ -8,7 +8,7 @@
 #     the mount a pool of two and while the chunk then moves onto the image;
 #     every block holds its last generation; the image is locked by this
 #     daemon (fsck of it refused, naming it) and holds the chunk's bytes;
-#   - refused, nothing changed: a name without an image, no such image, an
+#   - refused, nothing changed: a name without a pool, no such image, an
 #     image holding an ext4 filesystem (found through the copy of its ends:
 #     its content unchanged), the image already in the pool;
 #   - the pool afterwards: fsck of LOCAL,rbd:... clean, remounted, the
@@ -79,7 +79,7 @@ refused 'contains an ext4 filesystem (label "dbdata")' "rbd:$CFS_RBD_POOL/ext4-$
 [ "$(cfs_rbd_sum "rbd:$CFS_RBD_POOL/ext4-$$")" = "$ext4_sum" ] || cfs_fail "the refused add changed the ext4 image"
 refused "$rbd is already store ceph0 (index 1) of this pool" "$rbd"
 $util check "$mnt/db/chunk" $bytes "$CFS_WORK/model.json" || cfs_fail "the chunk after the refused adds"
-cfs_log "refused: a name without an image, no such image, an ext4 image (unchanged), the member again"
+cfs_log "refused: a name without a pool, no such image, an ext4 image (unchanged), the member again"
 
 # --- the pool it is now -------------------------------------------------------------------
 cfs_umount "$mnt" || cfs_fail "unmount"
