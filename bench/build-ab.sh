@@ -80,13 +80,17 @@ fi
 bin_b=$work/b
 
 echo "rev,case,metric,unit,rep,order,fs,value" >"$out"
+# The long CSV is -o of every database script but pgbench.sh, whose -o is its
+# own one line per run.
+long_flag=-o
+[ "$(basename "$script")" = pgbench.sh ] && long_flag=-L
 one() { # ROUND LABEL BIN OPTS ARGS...
 	local round=$1 label=$2 bin=$3 opts=$4 csv=$work/one.csv
 	shift 4
 	echo "# round $round: $label"
-	CFS_BIN=$bin "$script" -n 1 -o "$csv" ${opts:+-O "$opts"} "$@" >"$work/one.log" 2>&1 ||
+	CFS_BIN=$bin "$script" -n 1 $long_flag "$csv" ${opts:+-O "$opts"} "$@" >"$work/one.log" 2>&1 ||
 		{ cat "$work/one.log" >&2; exit 1; }
-	grep '^# rep' "$work/one.log" || true
+	grep '^# rep\|^# [a-z0-9]*: pgbench -i' "$work/one.log" || true
 	# rep 1 of that run is round ROUND here; rev is the build
 	awk -F, -v OFS=, -v r="$round" -v l="$label" 'NR > 1 && !/^#/ { $1 = l; $5 = r; print }' \
 		"$csv" >>"$out"
