@@ -12,6 +12,11 @@ bench/plot-report.py imports summarize() for the report's tables.
 
 bench/dbsummary.py --ab CSV... — the same for two builds of chunkfs in one
 CSV (bench/build-ab.sh), side by side, with chunkfs B/A.
+
+Rows of fs "fuse-null" (bench/smallappend.sh -N: the same writes on
+bench/fuse_null, the FUSE round trip with nothing behind it) add a table of
+chunkfs against that floor: both medians, chunkfs minus the floor, and the
+paired ratio.
 """
 import csv
 import statistics
@@ -71,6 +76,36 @@ def fmtu(v, unit):
     return fmt(v)
 
 
+FLOOR = "fuse-null"
+
+
+def print_floor(rows, label=""):
+    """chunkfs against the FUSE floor, for the metrics that have one."""
+    keys = []
+    for r in rows:
+        k = (r["case"], r["metric"], r["unit"])
+        if r["fs"] == FLOOR and k not in keys:
+            keys.append(k)
+    if not keys:
+        return
+    print("# chunkfs against %s, the FUSE round trip alone%s" % (FLOOR, label))
+    print("%-12s %-22s %-7s %10s %10s %10s %8s" %
+          ("case", "metric", "unit", FLOOR, "chunkfs", "difference", "paired"))
+    for k in keys:
+        sel = [r for r in rows if (r["case"], r["metric"], r["unit"]) == k]
+        by = {fs: {r["rep"]: float(r["value"]) for r in sel if r["fs"] == fs}
+              for fs in (FLOOR, "chunkfs")}
+        if not by["chunkfs"]:
+            continue
+        f = statistics.median(by[FLOOR].values())
+        c = statistics.median(by["chunkfs"].values())
+        pairs = [by["chunkfs"][rep] / by[FLOOR][rep] for rep in by[FLOOR]
+                 if rep in by["chunkfs"] and by[FLOOR][rep]]
+        print("%-12s %-22s %-7s %10s %10s %10s %8s" %
+              (k + (fmt(f), fmt(c), fmt(c - f),
+                    fmt(statistics.median(pairs)) + "x" if pairs else "-")))
+
+
 def main_ab(paths):
     """Two builds in one CSV (bench/build-ab.sh: rev "A:..." and "B:..."):
     per case and metric the medians of each build and of ext4 beside it,
@@ -95,6 +130,8 @@ def main_ab(paths):
               (k + (fmtu(ea, k[2]), fmtu(ka, k[2]), fmt(ra) + "x" if ra else "-",
                     fmtu(eb, k[2]), fmtu(kb, k[2]), fmt(rb) + "x" if rb else "-",
                     fmt(kb / ka) + "x" if ka and kb is not None else "-")))
+    for rev in revs:
+        print_floor([r for r in rows if r["rev"] == rev], " (%s)" % rev)
 
 
 def main():
@@ -108,6 +145,7 @@ def main():
         print("%-12s %-22s %-7s %12s %12s %8s %8s %s, %d reps" %
               (c, met, unit, fmtu(e, unit), fmtu(k, unit), fmt(ratio) + "x" if ratio else "-",
                fmt(paired) + "x" if paired else "-", better(unit), n))
+    print_floor(rows)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
  * process, one file, COUNT buffered pwrite()s of SIZE bytes, timed one by
  * one; then one fsync, timed on its own.
  *
- *   small_append [-m append|overwrite] [-s size] [-n count] [-k] FILE
+ *   small_append [-m append|overwrite] [-s size] [-n count] [-k | -x] FILE
  *
  *   append     the file is created empty and every write extends it: the
  *              tail block is partly written, again and again (a log).
@@ -14,9 +14,14 @@
  *              bytes in place at the next offset (a page or a record
  *              rewritten).
  * -k keeps FILE afterwards (default: removed).
+ * -x FILE exists and is written as it is: not created, truncated, filled
+ *    first, read back or removed. For bench/fuse_null, which stores nothing
+ *    and whose every name is a file: the same writes with nothing behind the
+ *    FUSE round trip (bench/smallappend.sh -N).
  *
  * Every write carries its sequence number, so no layer can skip a write of
- * unchanged bytes; after the fsync the file is read back and checked.
+ * unchanged bytes; after the fsync the file is read back and checked
+ * (not with -x).
  *
  * Output: one CSV line on stdout:
  *   mode,size,count,us_per_write,p50_us,p99_us,max_us,writes_s,fsync_ms
@@ -40,12 +45,14 @@ struct opts {
 	uint32_t size;
 	uint32_t count;
 	bool keep;
+	bool existing; /* -x */
 	const char *path;
 };
 
 static void usage(FILE *f, const char *prog)
 {
-	fprintf(f, "usage: %s [-m append|overwrite] [-s size] [-n count] [-k] FILE\n", prog);
+	fprintf(f, "usage: %s [-m append|overwrite] [-s size] [-n count] [-k | -x] FILE\n",
+		prog);
 }
 
 static uint64_t now_ns(void)
@@ -74,7 +81,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	int c;
 
 	*o = (struct opts){.size = 200, .count = 20000};
-	while ((c = getopt(argc, argv, "m:s:n:kh")) != -1) {
+	while ((c = getopt(argc, argv, "m:s:n:kxh")) != -1) {
 		switch (c) {
 		case 'm':
 			if (strcmp(optarg, "append") && strcmp(optarg, "overwrite")) {
@@ -99,6 +106,10 @@ static int parse(int argc, char **argv, struct opts *o)
 			}
 			break;
 		case 'k':
+			o->keep = true;
+			break;
+		case 'x':
+			o->existing = true;
 			o->keep = true;
 			break;
 		case 'h':
@@ -190,12 +201,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "small_append: out of memory\n");
 		return 1;
 	}
-	fd = open(o.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	fd = open(o.path, o.existing ? O_RDWR : O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0) {
 		fprintf(stderr, "small_append: %s: %s\n", o.path, strerror(errno));
 		return 1;
 	}
-	if (o.overwrite) {
+	if (o.overwrite && !o.existing) {
 		/* the file exists with data before the timed rewrites */
 		size_t len = ((size_t)o.count * o.size + 4095) & ~(size_t)4095;
 		unsigned char *init = calloc(1, len);
@@ -227,7 +238,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	t_fsync = now_ns() - t_fsync;
-	if (verify(fd, &o))
+	if (!o.existing && verify(fd, &o))
 		goto out;
 	qsort(lat, o.count, sizeof(*lat), cmp_u64);
 	printf("%s,%u,%u,%.2f,%.2f,%.2f,%.2f,%.4f,%.3f\n", o.overwrite ? "overwrite" : "append",
