@@ -5,6 +5,8 @@
  * the one place -errno and attributes become FUSE replies.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -59,4 +61,21 @@ void cfs_reply_attr(fuse_req_t req, const struct cfs_attr *attr)
 
 	cfs_attr_to_stat(attr, &st);
 	fuse_reply_attr(req, &st, CFS_ATTR_TIMEOUT_S);
+}
+
+void cfs_loop_pin_cpus(unsigned index, unsigned loops, unsigned ncpus)
+{
+	cpu_set_t allowed, mine;
+	unsigned n = 0;
+
+	if (loops < 2 || pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed))
+		return;
+	CPU_ZERO(&mine);
+	for (unsigned c = index; c < ncpus && c < CPU_SETSIZE; c += loops)
+		if (CPU_ISSET(c, &allowed)) {
+			CPU_SET(c, &mine);
+			n++;
+		}
+	if (n && n < (unsigned)CPU_COUNT(&allowed))
+		pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
 }

@@ -58,6 +58,8 @@ struct cfs_daemon {
 				   * data.c answers reads on the store's thread */
 	unsigned loop_count;
 	struct cfs_loop **loops;
+	bool dev_wake_all; /* /dev/fuse: a request wakes every idle loop, each
+			    * pinned to its CPUs (-o dev_wakeup=, main.c) */
 };
 
 /* The one daemon of this process (FUSE userdata points at it too); daemon.c. */
@@ -80,5 +82,14 @@ void cfs_reply_xattr_value(fuse_req_t req, ssize_t n, const void *buf, size_t si
 /* The struct stat of attr, for attribute and entry replies. */
 struct stat;
 void cfs_attr_to_stat(const struct cfs_attr *attr, struct stat *st);
+
+/* ---- event loops on CPUs (daemon.c) ---------------------------------------- */
+/* Pin the calling thread, event loop index of loops, to the CPUs c below
+ * ncpus with c mod loops == index that the process may use, so that a
+ * request made on one of those CPUs is taken by a loop already there: the
+ * hand-off and the reply then need no cross-CPU wakeup, which on a VM that
+ * halts idle vCPUs costs more than the request itself. Left unpinned when
+ * that set is empty or every usable CPU, or when the kernel refuses. */
+void cfs_loop_pin_cpus(unsigned index, unsigned loops, unsigned ncpus);
 
 #endif /* CFS_DAEMON_H */

@@ -30,10 +30,13 @@
  *
  * Event loops: N threads (threads=N, default the online CPUs), each owning
  * one struct cfs_loop (data.c: its iopath queue, buffer arena and request
- * contexts) and an epoll set of: the shared non-blocking /dev/fuse fd
- * (EPOLLEXCLUSIVE, so one request wakes one loop, not all), its queue's
- * completion eventfd, its cross-thread completion eventfd, and the stop
- * eventfd. The main thread only waits for signals and the stop event.
+ * contexts) and an epoll set of: the shared non-blocking /dev/fuse fd, its
+ * queue's completion eventfd, its cross-thread completion eventfd, and the
+ * stop eventfd. A request on /dev/fuse wakes every idle loop, each pinned to
+ * its share of the CPUs, and the loop on the caller's CPU takes it
+ * (dev_wakeup=all, the default up to DEV_WAKE_ALL_MAX_LOOPS loops); or, with
+ * EPOLLEXCLUSIVE, one loop wherever it runs (dev_wakeup=one). The main
+ * thread only waits for signals and the stop event.
  *
  * Exit: a signal (SIGINT/SIGTERM/SIGHUP), or ENODEV from /dev/fuse after
  * umount, stops every loop; each loop stops receiving, waits for its I/O in
@@ -90,6 +93,10 @@
 #define EXIT_MOUNT 32 /* mount failure */
 
 #define THREADS_MAX 64u
+/* dev_wakeup=all by default up to this many loops: each request wakes every
+ * idle loop, and on more CPUs than this (not measured) those wakeups would
+ * cost more than the one on the caller's CPU saves. */
+#define DEV_WAKE_ALL_MAX_LOOPS 8u
 #define RECV_BATCH 16 /* requests received per wakeup before reaping */
 #define LOCK_WAIT_DEFAULT_S 5u
 
@@ -135,6 +142,7 @@ struct options {
 	struct cfs_io_ceph ceph;      /* ceph_conf=, ceph_id=, ceph_cluster=, takeover */
 	bool ceph_given;	      /* one of those options was given */
 	enum cfs_transport transport; /* -o transport=dev|uring|auto, -o uring */
+	int dev_wakeup;		      /* -o dev_wakeup=: 1 all, 0 one, -1 not given */
 	char kernel_flags[256];	      /* ro,nosuid,... passed through to the mount */
 };
 
@@ -213,6 +221,9 @@ static void usage(FILE *f, const char *prog)
 		"                     (kernel 6.14+, enable_uring=Y), refused when off;\n"
 		"                     auto: io_uring where the kernel has it. -o uring\n"
 		"                     is transport=uring\n"
+		"  -o dev_wakeup=W    /dev/fuse: all (default up to %u threads): a request\n"
+		"                     wakes every idle loop and the one on the caller's CPU\n"
+		"                     takes it; one: a single loop, wherever it runs\n"
 		"  -o writethrough    answer a buffered write only once it is on the store\n"
 		"                     (default: once queued; fsync waits for it either way)\n"
 		"  -o blkdev          a block-device store mounts as fuseblk: files report\n"
@@ -235,7 +246,7 @@ static void usage(FILE *f, const char *prog)
 		"generic mount options (rw, nosuid, nodev, noexec, noatime, sync, ...)\n"
 		"are passed to the kernel; auto, noauto, user, nofail, _netdev,\n"
 		"defaults and x-* are accepted and ignored. See chunkfs(8).\n",
-		prog, prog, THREADS_MAX, LOCK_WAIT_DEFAULT_S);
+		prog, prog, THREADS_MAX, DEV_WAKE_ALL_MAX_LOOPS, LOCK_WAIT_DEFAULT_S);
 }
 
 static bool opt_value(const char *opt, const char *name, const char **value)
@@ -419,6 +430,15 @@ static int parse_one(struct options *o, const char *opt)
 				v);
 			return -EINVAL;
 		}
+	} else if (opt_value(opt, "dev_wakeup", &v)) {
+		if (strcmp(v, "all") == 0)
+			o->dev_wakeup = 1;
+		else if (strcmp(v, "one") == 0)
+			o->dev_wakeup = 0;
+		else {
+			fprintf(stderr, "%s: dev_wakeup=%s: must be all or one\n", o->prog, v);
+			return -EINVAL;
+		}
 	} else if (opt_value(opt, "fault", &v)) {
 		o->fault_spec = v;
 	} else if (opt_value(opt, "ceph_conf", &v)) {
@@ -575,6 +595,7 @@ static int parse_args(struct options *o, int argc, char **argv)
 	o->prog = base_name(argv[0]);
 	o->helper = strncmp(o->prog, "mount.", 6) == 0;
 	o->lock_wait_s = LOCK_WAIT_DEFAULT_S;
+	o->dev_wakeup = -1;
 	o->dio_align_bytes = 512;
 
 	for (i = 1; i < argc; i++) {
@@ -730,6 +751,8 @@ static int parse_args(struct options *o, int argc, char **argv)
 
 		o->threads = n < 1 ? 1 : (n > (long)THREADS_MAX ? THREADS_MAX : (unsigned)n);
 	}
+	if (o->dev_wakeup < 0)
+		o->dev_wakeup = o->threads <= DEV_WAKE_ALL_MAX_LOOPS;
 	return bad ? -EINVAL : 0;
 }
 
@@ -1258,6 +1281,9 @@ static void *loop_thread(void *arg)
 	cfs_loop_enter(l);
 	if (u)
 		cfs_uring_loop_enter(u);
+	else if (cfs_daemon.dev_wake_all)
+		cfs_loop_pin_cpus(cfs_loop_index(l), cfs_daemon.loop_count,
+				  (unsigned)sysconf(_SC_NPROCESSORS_CONF));
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0 || ep_add(ep, stop_fd, EPOLLIN, TAG_STOP) ||
 	    (cfs_loop_queue_fd(l) >= 0 && ep_add(ep, cfs_loop_queue_fd(l), EPOLLIN, TAG_QUEUE)) ||
@@ -1303,13 +1329,15 @@ static void *loop_thread(void *arg)
 				break;
 		} else if (cfs_loop_can_receive(l) != armed) {
 			/* A loop whose contexts are all busy stops listening
-			 * (level-triggered + EPOLLEXCLUSIVE would otherwise spin
-			 * here while the other loops sleep); the request waits for
-			 * a loop with room. EPOLLEXCLUSIVE cannot be modified, only
+			 * (level-triggered, it would otherwise spin here while
+			 * the other loops sleep); the request waits for a loop
+			 * with room. EPOLLEXCLUSIVE cannot be modified, only
 			 * deleted and added again. */
 			if (armed)
 				epoll_ctl(ep, EPOLL_CTL_DEL, fuse_fd, NULL);
-			else if (ep_add(ep, fuse_fd, EPOLLIN | EPOLLEXCLUSIVE, TAG_FUSE))
+			else if (ep_add(ep, fuse_fd,
+					EPOLLIN | (cfs_daemon.dev_wake_all ? 0u : EPOLLEXCLUSIVE),
+					TAG_FUSE))
 				fuse_log(FUSE_LOG_ERR, "chunkfs: epoll: %s\n", strerror(errno));
 			armed = !armed;
 		}
@@ -1501,6 +1529,7 @@ int main(int argc, char **argv)
 	/* A /dev/fuse reply is one writev(), from any thread; a ring entry is
 	 * its loop's. */
 	d->reply_any_thread = o.transport == CFS_TRANSPORT_DEV;
+	d->dev_wake_all = o.transport == CFS_TRANSPORT_DEV && o.dev_wakeup == 1;
 
 	/* Before the loops: they hand it O_DIRECT writes to answer. */
 	ret = cfs_dio_inval_start(d->se);

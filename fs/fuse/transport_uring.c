@@ -451,24 +451,12 @@ void cfs_uring_loop_drain(struct cfs_uring_loop *u)
  * on the queue of the CPU its caller runs on and delivers it as task work to
  * the loop: with the loop on that CPU the hand-off needs no cross-CPU wakeup
  * (4 KiB random I/O QD32 on an image mount 1.24-1.29x:
- * bench/results/perf-20261203-222248/notes.md). libfuse 3.17 pins its ring threads likewise. Only
- * CPUs the daemon may use at all; none left, or a refusal: unpinned.
+ * bench/results/perf-20261203-222248/notes.md). libfuse 3.17 pins its ring
+ * threads likewise.
  */
 static void loop_pin(const struct cfs_uring_loop *u)
 {
-	cpu_set_t allowed, mine;
-	unsigned n = 0;
-
-	if (pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed))
-		return;
-	CPU_ZERO(&mine);
-	for (unsigned q = u->index; q < T.queues && q < CPU_SETSIZE; q += T.loop_count)
-		if (CPU_ISSET(q, &allowed)) {
-			CPU_SET(q, &mine);
-			n++;
-		}
-	if (n && n < (unsigned)CPU_COUNT(&allowed))
-		pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+	cfs_loop_pin_cpus(u->index, T.loop_count, T.queues);
 }
 
 /* Create the ring and register every entry (in the loop's thread: the kernel

@@ -30,6 +30,7 @@ wait_released() {
 # ---- bad inputs, each with its message ---------------------------------------------
 cfs_expect_fail_with "unknown option 'bogus'" 1 "$chunkfs" "$good" "$mnt" -o bogus
 cfs_expect_fail_with "bad value" 1 "$chunkfs" "$good" "$mnt" -o threads=0
+cfs_expect_fail_with "dev_wakeup=some: must be all or one" 1 "$chunkfs" "$good" "$mnt" -o dev_wakeup=some
 cfs_expect_fail_with "needs size=" 1 "$chunkfs" none "$mnt" -o ram
 cfs_expect_fail_with "usage:" 1 "$chunkfs" "$good"
 cfs_expect_fail_with "mountpoint $CFS_WORK/nodir" 32 "$chunkfs" "$good" "$CFS_WORK/nodir"
