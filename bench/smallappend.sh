@@ -25,6 +25,9 @@ dbpair_options smallappend.sh "w:writes N=floor" "$@"
 
 export CFS_TEST_TMPDIR=$dir
 . "$root/tests/lib/common.sh"
+# bench_wait_mount only: the cleanup stack is common.sh's (cfs_defer)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 cfs_require_fuse
 programs=(small_append)
 ((floor)) && programs+=(fuse_null)
@@ -36,12 +39,8 @@ if ((floor)); then
 	"$CFS_BIN/fuse_null" -s 1g "${DBPAIR_DIR[fuse-null]}" >"$CFS_WORK/fuse-null.log" 2>&1 &
 	null_pid=$!
 	cfs_defer "umount '${DBPAIR_DIR[fuse-null]}' 2>/dev/null || umount -l '${DBPAIR_DIR[fuse-null]}' 2>/dev/null; wait $null_pid 2>/dev/null"
-	for ((i = 0; i < 100; i++)); do
-		awk -v d="${DBPAIR_DIR[fuse-null]}" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts && break
-		kill -0 $null_pid 2>/dev/null || break
-		sleep 0.1
-	done
-	((i < 100)) && kill -0 $null_pid 2>/dev/null || { cat "$CFS_WORK/fuse-null.log" >&2; cfs_fail "fuse_null did not mount"; }
+	bench_wait_mount "${DBPAIR_DIR[fuse-null]}" $null_pid "$CFS_WORK/fuse-null.log" 10 ||
+		cfs_fail "fuse_null did not mount"
 fi
 # name mode size
 cases=("append200 append 200" "append4k append 4096" "overwrite200 overwrite 200")

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * daemon.c — the state and the reply helpers every part of the FUSE front
- * shares (fs/fuse/daemon.h): the one struct cfs_daemon of the process, and
- * the one place -errno and attributes become FUSE replies.
+ * shares (fs/fuse/daemon.h): the one struct cfs_daemon of the process, the
+ * one place -errno and attributes become FUSE replies, and the CPUs each
+ * event loop runs on (both transports).
  */
 #include <errno.h>
 #include <pthread.h>

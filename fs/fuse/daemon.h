@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * daemon.h — what the parts of the FUSE front share: the mount-wide state
- * of one chunkfs daemon and the reply helpers (daemon.c), the FUSE ops
- * table (ops.c), the kernel cache lifetimes and request limits.
+ * of one chunkfs daemon, the reply helpers and the loops' CPU pinning
+ * (daemon.c), the FUSE ops table (ops.c), the kernel cache lifetimes and
+ * request limits.
  *
  * Private to the FUSE side of the daemon. The metadata modules (alloc,
  * extent, namespace, journal) never include it: they know nothing of FUSE.
