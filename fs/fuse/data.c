@@ -173,7 +173,7 @@ struct ctx {
 	bool grow_whole;	    /* ... into a whole unit (fallocate) */
 	bool grow_noted;	    /* counted in inode->piece_growers */
 	bool grow_absorb;	    /* OP_WRITE: grown, then into held blocks (grown_absorb) */
-	unsigned file_flags;	    /* OP_WRITE with grow_absorb: its open's CFS_FILE_* */
+	unsigned file_flags;	    /* OP_WRITE: its CFS_FILE_* (grow_absorb, map_write) */
 	uint64_t grow_offset_bytes; /* the range the piece must hold */
 	uint64_t grow_length_bytes;
 	bool guard_counted; /* counted in inode->guard_writers[guard_gen] */
@@ -891,6 +891,16 @@ static int grow_copy(void *arg, uint64_t from_bytes, uint64_t to_bytes, uint32_t
 	return ret;
 }
 
+/* Map a WRITE's range before it goes to the store: the kernel's write-back
+ * may take the space held back for it (cfs_ns_map_for_writeback). */
+static int map_write(struct cfs_loop *l, struct cfs_inode *inode, unsigned file_flags,
+		     uint64_t offset_bytes, uint64_t length_bytes)
+{
+	if (file_flags & CFS_FILE_WRITEBACK)
+		return cfs_ns_map_for_writeback(l->d->fs, inode, offset_bytes, length_bytes);
+	return cfs_ns_map_for_write(l->d->fs, inode, offset_bytes, length_bytes);
+}
+
 /* The grower c: grow now if no device write of its file is in flight. False:
  * park (and try again when the last one ends). */
 static bool grow_try(struct cfs_loop *l, struct ctx *c)
@@ -910,7 +920,7 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
 		return false;
 	/* A WRITE's other units (a grown piece is the first unit only). */
 	if (!ret && c->op == OP_WRITE)
-		ret = cfs_ns_map_for_write(l->d->fs, inode, c->offset_bytes, c->length_bytes);
+		ret = map_write(l, inode, c->file_flags, c->offset_bytes, c->length_bytes);
 	if (ret == -EAGAIN)
 		ret = -ENOSPC; /* no wait here: this context holds an I/O reference */
 	if (ret)
@@ -933,8 +943,8 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
  * mapped; -EBUSY: not now (the context path parks and grows); other
  * -errno: the write fails.
  */
-static int grow_inline(struct cfs_loop *l, struct cfs_inode *inode, uint64_t offset_bytes,
-		       uint64_t length_bytes)
+static int grow_inline(struct cfs_loop *l, struct cfs_inode *inode, unsigned file_flags,
+		       uint64_t offset_bytes, uint64_t length_bytes)
 {
 	uint8_t gen;
 	int ret = -EBUSY;
@@ -947,7 +957,7 @@ static int grow_inline(struct cfs_loop *l, struct cfs_inode *inode, uint64_t off
 		ret = cfs_ns_grow_pieces(l->d->fs, inode, offset_bytes, length_bytes, false,
 					 grow_copy, &(struct grow_src){l, inode});
 	if (!ret)
-		ret = cfs_ns_map_for_write(l->d->fs, inode, offset_bytes, length_bytes);
+		ret = map_write(l, inode, file_flags, offset_bytes, length_bytes);
 	if (ret == -EAGAIN)
 		ret = -ENOSPC; /* rare: a piece grown, the rest of the write not */
 	atomic_fetch_sub_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
@@ -1904,7 +1914,7 @@ static int prepare_write(struct cfs_loop *l, struct ctx *c)
 			 * or truncate of the same range): map it again, once. */
 			if (remapped)
 				return -EIO;
-			ret = cfs_ns_map_for_write(l->d->fs, c->inode, a, c->end_bytes - a);
+			ret = map_write(l, c->inode, c->file_flags, a, c->end_bytes - a);
 			if (ret)
 				return ret == -EAGAIN ? -ENOSPC : ret;
 			remapped = true;
@@ -2401,7 +2411,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 	if ((file_flags & CFS_FILE_UNCACHED) &&
 	    !atomic_load_explicit(&inode->cache_stale, memory_order_relaxed))
 		atomic_store(&inode->cache_stale, true);
-	ret = cfs_ns_map_for_write(l->d->fs, inode, offset, size);
+	ret = map_write(l, inode, file_flags, offset, size);
 	if (ret == -EAGAIN) {
 		if (space_park(l, req, inode, NULL, data, size, file_flags, offset))
 			return 0;
@@ -2414,7 +2424,7 @@ int cfs_data_write(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags,
 		 !(file_flags & (CFS_FILE_DIRECT | CFS_FILE_UNCACHED)) &&
 		 size <= (CFS_HELD_WRITE_BLOCKS - 1) * HB;
 	if (grow && absorb) {
-		ret = grow_inline(l, inode, offset, size);
+		ret = grow_inline(l, inode, file_flags, offset, size);
 		if (ret && ret != -EBUSY) {
 			ret = ret == -EXDEV ? -EIO : ret;
 			goto out_refused;

@@ -107,6 +107,9 @@ void cfs_data_set_reply_buf_hook(cfs_reply_buf_fn fn);
 /* Of one WRITE: through an FOPEN_DIRECT_IO handle; dropped like the above if
  * the file's pages were mapped (inode->uncached_mapped) when it landed. */
 #define CFS_FILE_DROP_CACHE_IF_MAPPED (1u << 3)
+/* Of one WRITE: the kernel's write-back of its dirty pages (writeback cache
+ * or mmap), which may take the space held back for it (fs/meta/pool.h). */
+#define CFS_FILE_WRITEBACK (1u << 4)
 
 int cfs_data_read(fuse_req_t req, struct cfs_inode *inode, unsigned file_flags, size_t size,
 		  uint64_t offset);

@@ -120,9 +120,11 @@ struct options {
 	bool allow_other;
 	bool read_only;
 	bool ram;
-	bool hide_stats;	    /* listxattr shows no user.chunkfs.* names */
-	bool writethrough;	    /* buffered writes answered only once on the store */
-	bool writeback_cache;	    /* the kernel's writeback cache (opt-in) */
+	bool hide_stats;		  /* listxattr shows no user.chunkfs.* names */
+	bool writethrough;		  /* buffered writes answered only once on the store */
+	bool writeback_cache;		  /* the kernel's writeback cache (opt-in) */
+	uint64_t writeback_reserve_bytes; /* writeback_cache: space held back for it */
+	bool writeback_reserve_given;
 	bool blkdev;		    /* mount as fuseblk: st_dev is the store's device */
 	bool no_discard;	    /* freed units are not discarded on the stores */
 	char blkdev_path[PATH_MAX]; /* blkdev: SOURCE resolved, the mount's source */
@@ -231,6 +233,9 @@ static void usage(FILE *f, const char *prog)
 		"                     with O_DIRECT), umount waits for the daemon\n"
 		"  -o writeback_cache the kernel's writeback cache: fewer, larger writes,\n"
 		"                     but a full store fails fsync, not write() (chunkfs(8))\n"
+		"  -o writeback_reserve=SIZE  space of each store only the kernel's\n"
+		"                     write-back may take (default: the kernel's dirty\n"
+		"                     limit for one FUSE mount, 1%% of vm.dirty_ratio's)\n"
 		"  -o nodiscard       freed units are not discarded: an image file keeps its\n"
 		"                     blocks (no hole punched), a device gets no discard\n"
 		"                     (default: discard, once the free is durable)\n"
@@ -331,6 +336,16 @@ static bool in_list(const char *const *list, const char *s)
 	return false;
 }
 
+/* OPT=V as a size (cfs_parse_size); says what is wrong. 0 or -EINVAL. */
+static int parse_size_opt(const struct options *o, const char *opt, const char *v, uint64_t *out)
+{
+	if (!cfs_parse_size(v, out))
+		return 0;
+	fprintf(stderr, "%s: %s=%s: not a size (a number with an optional K, M, G or T suffix)\n",
+		o->prog, opt, v);
+	return -EINVAL;
+}
+
 /* One option of an -o list. Returns 0 or -EINVAL after printing why. */
 static int parse_one(struct options *o, const char *opt)
 {
@@ -384,19 +399,19 @@ static int parse_one(struct options *o, const char *opt)
 			goto bad_value;
 	} else if (opt_value(opt, "size", &v)) {
 		o->ram_size_given = true;
-		if (cfs_parse_size(v, &size)) {
-			fprintf(stderr,
-				"%s: size=%s: not a size (a number with an optional K, M, G or T "
-				"suffix)\n",
-				o->prog, v);
+		if (parse_size_opt(o, "size", v, &size))
 			return -EINVAL;
-		}
 		if (size == 0) {
 			fprintf(stderr, "%s: size=%s: a RAM mount needs a size above 0\n", o->prog,
 				v);
 			return -EINVAL;
 		}
 		o->ram_size_bytes = size;
+	} else if (opt_value(opt, "writeback_reserve", &v)) {
+		if (parse_size_opt(o, "writeback_reserve", v, &size))
+			return -EINVAL;
+		o->writeback_reserve_bytes = size;
+		o->writeback_reserve_given = true;
 	} else if (opt_value(opt, "dio_align", &v)) {
 		unsigned a;
 
@@ -520,6 +535,40 @@ static void memory_bytes(uint64_t *ram, uint64_t *swap)
 		return;
 	*ram = (uint64_t)si.totalram * si.mem_unit;
 	*swap = (uint64_t)si.totalswap * si.mem_unit;
+}
+
+/* One number from a /proc or /sys file: false if it has none. */
+static bool read_number_file(const char *path, uint64_t *out)
+{
+	FILE *f = fopen(path, "re");
+	unsigned long long v;
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fscanf(f, "%llu", &v) == 1;
+	fclose(f);
+	if (ok)
+		*out = v;
+	return ok;
+}
+
+/*
+ * The most dirty pages the kernel keeps for one FUSE mount, the default of
+ * writeback_reserve=: the kernel's FUSE gives every mount's bdi a max_ratio
+ * of 1% (with strictlimit) of the global dirty limit, vm.dirty_bytes or
+ * vm.dirty_ratio percent of memory. All of RAM is counted, a little more
+ * than the kernel's dirtyable memory: an upper bound.
+ */
+static uint64_t fuse_dirty_limit_bytes(void)
+{
+	uint64_t ram, swap, dirty_bytes = 0, dirty_ratio = 20;
+
+	if (read_number_file("/proc/sys/vm/dirty_bytes", &dirty_bytes) && dirty_bytes)
+		return dirty_bytes / 100;
+	memory_bytes(&ram, &swap);
+	read_number_file("/proc/sys/vm/dirty_ratio", &dirty_ratio);
+	return ram / 100 * dirty_ratio / 100;
 }
 
 /* iopath's words (the rbd backend: who holds the image, a fencing) go where
@@ -703,6 +752,13 @@ static int parse_args(struct options *o, int argc, char **argv)
 	if (o->ram && o->no_discard) {
 		fprintf(stderr,
 			"%s: nodiscard is for store mounts: a RAM mount gives freed memory back\n",
+			o->prog);
+		bad = 1;
+	}
+	if (o->writeback_reserve_given && !o->writeback_cache) {
+		fprintf(stderr,
+			"%s: writeback_reserve= is for mounts with -o writeback_cache (without "
+			"it, write() itself returns ENOSPC)\n",
 			o->prog);
 		bad = 1;
 	}
@@ -1468,6 +1524,13 @@ int main(int argc, char **argv)
 	d->writeback_cache = o.writeback_cache;
 	if (open_metadata(&o, d->io, &d->fs))
 		goto out_close_io;
+	if (o.writeback_cache && d->fs->geom.unit_bytes) {
+		uint64_t unit = d->fs->geom.unit_bytes;
+		uint64_t bytes = o.writeback_reserve_given ? o.writeback_reserve_bytes
+							   : fuse_dirty_limit_bytes();
+
+		cfs_pool_set_held_back(d->fs->pool, (bytes + unit - 1) / unit);
+	}
 	if (o.fake) {
 		exit_code = 0;
 		goto out_close_fs;

@@ -630,7 +630,7 @@ static unsigned write_flags(const struct fuse_file_info *fi)
 	unsigned flags = fh_flags(fi);
 
 	if (fi->writepage)
-		return flags;
+		return flags | CFS_FILE_WRITEBACK;
 	if (flags & CFS_FILE_UNCACHED)
 		flags |= CFS_FILE_DROP_CACHE_IF_MAPPED;
 	else if (fi->flags & O_DIRECT)

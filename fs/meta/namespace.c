@@ -1727,11 +1727,13 @@ static int map_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint32_t piece_
 /*
  * [inode lock] Map every hole among file units [first, end); file unit 0 to
  * a piece of piece_bytes (0: a whole unit) if the file maps nothing else.
+ * Only the kernel's write-back (writeback) may take the space the pool holds
+ * back for it (cfs_pool_set_held_back; a piece counts as a unit there).
  * Logs one transaction. Returns 0, -EAGAIN (space is busy: the caller drops
  * the lock, forces a commit and calls again), -ENOSPC, -EFBIG, -ENOMEM.
  */
 static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end,
-		     uint32_t piece_bytes)
+		     uint32_t piece_bytes, bool writeback)
 {
 	struct cfs_txn txn;
 	uint64_t fu = first;
@@ -1743,7 +1745,10 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 		return -ENOSPC;
 	cfs_txn_begin(&txn, fs->journal);
 	if (piece_bytes && first == 0 && cfs_extent_mapped_units(inode->map) == 0) {
-		ret = map_piece(fs, inode, piece_bytes, &txn);
+		ret = writeback || cfs_pool_has_room(fs->pool, cfs_ns_store_for_units(fs, inode, 0),
+						     1)
+			      ? map_piece(fs, inode, piece_bytes, &txn)
+			      : -ENOSPC;
 		if (ret) {
 			cfs_txn_end(&txn);
 			return ret;
@@ -1752,6 +1757,7 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 	}
 	while (fu < end) {
 		uint64_t got_first, got;
+		uint32_t store;
 		struct cfs_jrec_extent rec;
 		bool mapped;
 		uint64_t span = cfs_extent_unit_span(inode->map, fu, end - fu, &mapped);
@@ -1760,8 +1766,12 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 			fu += span;
 			continue;
 		}
-		ret = cfs_pool_get(fs->pool, cfs_ns_store_for_units(fs, inode, fu),
-				   alloc_hint(inode, fu), span, &got_first, &got);
+		store = cfs_ns_store_for_units(fs, inode, fu);
+		if (!writeback && !cfs_pool_has_room(fs->pool, store, span)) {
+			ret = -ENOSPC;
+			break;
+		}
+		ret = cfs_pool_get(fs->pool, store, alloc_hint(inode, fu), span, &got_first, &got);
 		if (ret)
 			break;
 		ret = cfs_extent_map_units(inode->map, fu, got_first, got);
@@ -1792,10 +1802,11 @@ static bool space_coming(struct cfs_fs *fs)
 }
 
 /* Map [first, end) of an inode whose pointer the caller pins, forcing
- * commits while space is busy (piece_bytes: map_holes). Takes and drops the
- * inode lock. -EAGAIN: no space yet, but some is coming (space_coming). */
+ * commits while space is busy (piece_bytes, writeback: map_holes). Takes
+ * and drops the inode lock. -EAGAIN: no space yet, but some is coming
+ * (space_coming). */
 static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first, uint64_t end,
-		     uint32_t piece_bytes)
+		     uint32_t piece_bytes, bool writeback)
 {
 	int ret = -EAGAIN;
 
@@ -1807,8 +1818,9 @@ static int map_range(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 				return ret == -EIO ? -EROFS : ret;
 		}
 		pthread_mutex_lock(&inode->lock);
-		ret = cfs_fs_is_readonly(fs) ? -EROFS
-					     : map_holes(fs, inode, first, end, piece_bytes);
+		ret = cfs_fs_is_readonly(fs)
+			      ? -EROFS
+			      : map_holes(fs, inode, first, end, piece_bytes, writeback);
 		pthread_mutex_unlock(&inode->lock);
 	}
 	if (ret == -EAGAIN || ret == -ENOSPC)
@@ -1860,7 +1872,7 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 		uint64_t last = (end + g->unit_bytes - 1) >> g->unit_shift;
 		struct cfs_txn txn;
 
-		ret = map_range(fs, inode, first, last, 0); /* never a piece */
+		ret = map_range(fs, inode, first, last, 0, false); /* never a piece */
 		if (ret)
 			goto out_put;
 		pthread_mutex_lock(&inode->lock);
@@ -2037,8 +2049,8 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode, unsigned io_gen)
 
 static uint32_t write_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t end_bytes);
 
-int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
-			 uint64_t length_bytes)
+static int map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			 uint64_t length_bytes, bool writeback)
 {
 	const struct cfs_extent_geom *g = &fs->geom;
 	uint64_t first = offset_bytes >> g->unit_shift;
@@ -2068,7 +2080,20 @@ int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t of
 	if (cfs_fs_is_readonly(fs))
 		return -EROFS;
 	return map_range(fs, inode, first, last,
-			 first == 0 && last == 1 ? write_piece(fs, inode, end_bytes) : 0);
+			 first == 0 && last == 1 ? write_piece(fs, inode, end_bytes) : 0,
+			 writeback);
+}
+
+int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			 uint64_t length_bytes)
+{
+	return map_for_write(fs, inode, offset_bytes, length_bytes, false);
+}
+
+int cfs_ns_map_for_writeback(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			     uint64_t length_bytes)
+{
+	return map_for_write(fs, inode, offset_bytes, length_bytes, true);
 }
 
 /* The piece a file's first write ending at end_bytes gets: small enough for
@@ -2836,6 +2861,8 @@ int cfs_ns_move_reserve(struct cfs_fs *fs, uint32_t store, uint64_t units,
 	uint64_t have = 0, hint = CFS_ALLOC_NO_HINT;
 	int ret = 0;
 
+	if (!cfs_pool_has_room(fs->pool, store, units))
+		return -ENOSPC; /* the space held back is the kernel's write-back's */
 	while (have < units) {
 		uint64_t first, got;
 
@@ -3112,7 +3139,7 @@ void cfs_ns_statfs(struct cfs_fs *fs, struct cfs_ns_statfs *st)
 	st->block_bytes = fs->geom.unit_bytes;
 	st->blocks = as.total_units;
 	st->blocks_free = as.free_units + as.busy_units;
-	st->blocks_avail = st->blocks_free;
+	st->blocks_avail = cfs_pool_avail_units(fs->pool);
 	st->files = fs->inode_limit;
 	st->files_free = fs->inode_limit > count ? fs->inode_limit - count : 0;
 	st->name_max = CFS_NAME_MAX;

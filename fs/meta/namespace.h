@@ -429,6 +429,12 @@ void cfs_ns_io_end(struct cfs_fs *fs, struct cfs_inode *inode, unsigned io_gen);
  */
 int cfs_ns_map_for_write(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
 			 uint64_t length_bytes);
+/* The same for a write of the kernel's write-back (its writeback cache, or
+ * mmap'ed pages), which may also take the space the pool holds back for it
+ * (cfs_pool_set_held_back): the kernel dirtied those pages without asking,
+ * and only an fsync can report that they found no space. */
+int cfs_ns_map_for_writeback(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
+			     uint64_t length_bytes);
 
 /*
  * Pieces (fs/meta/piece.h): cfs_ns_map_for_write gives the first unit of a
@@ -599,6 +605,7 @@ struct cfs_unit_run {
  * Allocate `units` units on store `store` for a move, contiguous where the
  * allocator can (forcing commits while space is busy). The units are in no
  * map: a crash frees them (mount rebuilds the allocator from the maps).
+ * Not the space held back for the kernel's write-back (cfs_pool_has_room).
  * *runs (malloc'ed, the caller frees) and *run_count on success; -ENOSPC
  * (nothing kept), -ENOMEM, -EROFS.
  */
@@ -643,7 +650,7 @@ struct cfs_ns_statfs {
 	uint64_t block_bytes;  /* f_bsize / f_frsize: the alloc unit */
 	uint64_t blocks;       /* data units */
 	uint64_t blocks_free;  /* free + busy (busy ones return at the next commit) */
-	uint64_t blocks_avail; /* same; no reserve for root */
+	uint64_t blocks_avail; /* less what is held back (cfs_pool_set_held_back); none for root */
 	uint64_t files;	       /* inode limit */
 	uint64_t files_free;
 	uint32_t name_max; /* CFS_NAME_MAX */

@@ -49,6 +49,7 @@ struct cfs_pool {
 	uint32_t unit_bytes;			       /* 0 on RAM mounts */
 	uint32_t piece_min;			       /* 0: no pieces (piece.h) */
 	_Atomic uint32_t discard_holds;		       /* cfs_pool_hold_discards() */
+	_Atomic uint64_t held_back_units;	       /* cfs_pool_set_held_back() */
 };
 
 /* ---- assembling ------------------------------------------------------------------ */
@@ -715,6 +716,56 @@ int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint
 		*first_out += s->unit_base;
 	pthread_rwlock_unlock(&pool->lock);
 	return ret;
+}
+
+void cfs_pool_set_held_back(struct cfs_pool *pool, uint64_t units)
+{
+	atomic_store(&pool->held_back_units, units);
+}
+
+/* [pool lock] The units store s holds back: cfs_pool_set_held_back(), at most a
+ * quarter of the store (a small store keeps most of its space usable). */
+static uint64_t held_back_of(struct cfs_pool *pool, const struct pool_store *s)
+{
+	uint64_t units = atomic_load(&pool->held_back_units);
+
+	return units < s->unit_count / 4 ? units : s->unit_count / 4;
+}
+
+/* [pool lock] Free and busy units of s above what it holds back. */
+static uint64_t room_of(struct cfs_pool *pool, const struct pool_store *s)
+{
+	struct cfs_alloc_stat st;
+	uint64_t have, keep = held_back_of(pool, s);
+
+	cfs_alloc_stat(s->alloc, &st);
+	have = st.free_units + st.busy_units;
+	return have > keep ? have - keep : 0;
+}
+
+bool cfs_pool_has_room(struct cfs_pool *pool, uint32_t store, uint64_t units)
+{
+	struct pool_store *s;
+	bool room;
+
+	if (!atomic_load(&pool->held_back_units))
+		return true; /* nothing held back: the allocator alone says */
+	pthread_rwlock_rdlock(&pool->lock);
+	s = by_index(pool, store);
+	room = !s || room_of(pool, s) >= units;
+	pthread_rwlock_unlock(&pool->lock);
+	return room;
+}
+
+uint64_t cfs_pool_avail_units(struct cfs_pool *pool)
+{
+	uint64_t sum = 0;
+
+	pthread_rwlock_rdlock(&pool->lock);
+	for (unsigned i = 0; i < pool->count; i++)
+		sum += room_of(pool, pool->store[i]);
+	pthread_rwlock_unlock(&pool->lock);
+	return sum;
 }
 
 int cfs_pool_reserve(struct cfs_pool *pool, uint64_t first_unit, uint64_t count)

@@ -168,6 +168,24 @@ uint64_t cfs_pool_size_bytes(struct cfs_pool *pool);
  */
 int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint64_t want_units,
 		 uint64_t *first_out, uint64_t *count_out);
+/*
+ * Space held back for the kernel's writeback cache (-o writeback_cache,
+ * fs/DAEMON.md): each store keeps `units` (at most a quarter of it) that
+ * only the kernel's write-back of dirty pages may take, since the kernel
+ * dirtied those pages without asking, and a write-back that finds no space
+ * fails an fsync. Everything else (writes of the daemon's own, fallocate,
+ * O_DIRECT, moves) asks cfs_pool_has_room() first and gets ENOSPC while the
+ * write-back still has room. statfs's available space leaves it out. 0 (the
+ * default): nothing held back. The check and the allocation are not one
+ * step: concurrent allocations may take a few of those units.
+ */
+void cfs_pool_set_held_back(struct cfs_pool *pool, uint64_t units);
+/* True if store `store` has `units` free or busy above what it holds back (always
+ * when nothing is held back; an unknown store: the allocation will say). */
+bool cfs_pool_has_room(struct cfs_pool *pool, uint32_t store, uint64_t units);
+/* Free and busy units of every store above what it holds back (statfs's available
+ * blocks). */
+uint64_t cfs_pool_avail_units(struct cfs_pool *pool);
 /* cfs_alloc_reserve() of pool units: -ERANGE when they are in no store. */
 int cfs_pool_reserve(struct cfs_pool *pool, uint64_t first_unit, uint64_t count);
 /* cfs_alloc_free() of pool units (an always-on assertion if in no store). */

@@ -32,6 +32,8 @@ cfs_expect_fail_with "unknown option 'bogus'" 1 "$chunkfs" "$good" "$mnt" -o bog
 cfs_expect_fail_with "bad value" 1 "$chunkfs" "$good" "$mnt" -o threads=0
 cfs_expect_fail_with "dev_wakeup=some: must be all or one" 1 "$chunkfs" "$good" "$mnt" -o dev_wakeup=some
 cfs_expect_fail_with "needs size=" 1 "$chunkfs" none "$mnt" -o ram
+cfs_expect_fail_with "writeback_reserve=lots: not a size" 1 "$chunkfs" "$good" "$mnt" -o writeback_cache,writeback_reserve=lots
+cfs_expect_fail_with "writeback_reserve= is for mounts with -o writeback_cache" 1 "$chunkfs" "$good" "$mnt" -o writeback_reserve=8M
 cfs_expect_fail_with "usage:" 1 "$chunkfs" "$good"
 cfs_expect_fail_with "mountpoint $CFS_WORK/nodir" 32 "$chunkfs" "$good" "$CFS_WORK/nodir"
 : >"$CFS_WORK/afile"

@@ -16,7 +16,11 @@
 #   - space set aside with fallocate(FALLOC_FL_KEEP_SIZE) before the store
 #     filled up (as RocksDB preallocates its log): appends into it after
 #     the store is full are written and fsynced without an error, and read
-#     back after a remount.
+#     back after a remount;
+#   - space held back for the kernel's write-back (writeback_reserve=):
+#     statfs leaves it out, fallocate and O_DIRECT writes get ENOSPC while
+#     it is there, and buffered appends to a new file fsync into it without
+#     an error, read back after a remount.
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 cfs_require_fuse
@@ -172,4 +176,64 @@ cmp "$mnt/log" "$CFS_WORK/log.sum" || cfs_fail "the appends into fallocated spac
 cfs_umount "$mnt" || cfs_fail "unmount"
 "$CFS_BIN/fsck.chunkfs" -n "$img" >"$CFS_WORK/fsck.out" 2>&1 ||
 	{ cat "$CFS_WORK/fsck.out" >&2; cfs_fail "fsck.chunkfs"; }
+
+# space held back for write-back: 16 units of 1 MiB on a fresh 96 MiB store
+img=$CFS_WORK/held.img
+cfs_mkfs "$img" 96M
+cfs_mount "$img" "$mnt" writeback_cache,writeback_reserve=16M
+python3 - "$mnt" <<'EOF' || cfs_fail "space held back for write-back"
+import ctypes, errno, mmap, os, sys
+d = sys.argv[1]
+unit = 1 << 20
+def space():
+    st = os.statvfs(d)
+    assert st.f_frsize == unit, st.f_frsize
+    return st.f_bfree, st.f_bavail
+free, avail = space()
+assert free - avail == 16, "statfs: %d free, %d available: expected 16 held back" % (free, avail)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+# fill what is available with fallocate, one unit per file
+n = 0
+while True:
+    fd = os.open(os.path.join(d, "pre%d" % n), os.O_RDWR | os.O_CREAT, 0o644)
+    ret = libc.fallocate(fd, 0, 0, unit)
+    err = ctypes.get_errno()
+    os.close(fd)
+    if ret:
+        assert err == errno.ENOSPC, os.strerror(err)
+        break
+    n += 1
+free, avail = space()
+assert avail == 0 and free >= 15, "after fallocate filled the store: %d free, %d available" % (free, avail)
+# an O_DIRECT write into new space: ENOSPC from the write itself
+fd = os.open(os.path.join(d, "direct"), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+buf = mmap.mmap(-1, unit)
+try:
+    os.pwritev(fd, [buf], 0)
+    sys.exit("an O_DIRECT write took the space held back")
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+os.close(fd)
+# buffered appends to a new file, no fallocate: the write-back takes them
+record = bytes(range(256)) * 2 + b"\n" * 100
+fd = os.open(os.path.join(d, "log"), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+written = 0
+while written + len(record) <= 12 * unit:
+    os.write(fd, record)
+    written += len(record)
+os.fsync(fd)
+os.close(fd)
+assert open(os.path.join(d, "log"), "rb").read() == record * (written // len(record))
+print("%d units fallocated, O_DIRECT refused, %d bytes of appends fsynced into the space held back" % (n, written))
+EOF
+cfs_umount "$mnt" || cfs_fail "unmount"
+cfs_mount "$img" "$mnt"
+python3 - "$mnt/log" <<'EOF' || cfs_fail "appends into the space held back, after a remount"
+import sys
+record = bytes(range(256)) * 2 + b"\n" * 100
+data = open(sys.argv[1], "rb").read()
+sys.exit(0 if data == record * (12 * 1048576 // len(record)) else "log differs after a remount")
+EOF
+cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_log "ok"

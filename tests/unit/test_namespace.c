@@ -776,6 +776,34 @@ Test(namespace, full_store_with_units_coming_back_says_eagain, .init = setup_sma
 	cfs_ns_release(fs, in2);
 }
 
+/* Space held back for the kernel's write-back (-o writeback_cache): writes
+ * of the daemon's own and fallocate stop above it with -ENOSPC, statfs
+ * leaves it out, and only cfs_ns_map_for_writeback takes it. */
+Test(namespace, space_held_back_only_for_write_back, .init = setup_small, .fini = teardown)
+{
+	struct cfs_inode *in, *in2;
+	struct cfs_attr a, b;
+	struct cfs_ns_statfs st;
+
+	cfs_pool_set_held_back(fs->pool, 4); /* a quarter of the 16 units */
+	cfs_ns_statfs(fs, &st);
+	cr_assert_eq(st.blocks_free, 16);
+	cr_assert_eq(st.blocks_avail, 12);
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "f", 0600, 0, 0, &a, &in), 0);
+	cr_assert_eq(cfs_ns_create_open(fs, CFS_ROOT_INO, "g", 0600, 0, 0, &b, &in2), 0);
+	cr_assert_eq(write_sim(in, 0, 12 * UNIT), 0);
+	cfs_ns_statfs(fs, &st);
+	cr_assert_eq(st.blocks_avail, 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 12 * UNIT, UNIT), -ENOSPC);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in2, 0, 100), -ENOSPC, "not even a piece");
+	cr_assert_eq(cfs_ns_fallocate(fs, b.ino, 0, 0, UNIT, NULL), -ENOSPC);
+	cr_assert_eq(cfs_ns_map_for_writeback(fs, in, 12 * UNIT, 3 * UNIT), 0);
+	cr_assert_eq(cfs_ns_map_for_writeback(fs, in2, 0, 100), 0);
+	cr_assert_eq(cfs_ns_map_for_writeback(fs, in, 15 * UNIT, UNIT), -ENOSPC, "all of it taken");
+	cfs_ns_release(fs, in);
+	cfs_ns_release(fs, in2);
+}
+
 Test(namespace, unlink_while_open, .init = setup_small, .fini = teardown)
 {
 	struct cfs_inode *in;

@@ -80,6 +80,40 @@ Test(pool, allocators_per_store)
 	cfs_pool_destroy(pool);
 }
 
+/* Space held back for the kernel's write-back: each store keeps it (at most
+ * a quarter of the store) above what has_room grants; avail leaves it out. */
+Test(pool, space_held_back_for_write_back)
+{
+	struct cfs_pool *pool;
+	struct cfs_sb sb;
+	uint64_t first, count;
+
+	make_sb0(&sb);
+	cr_assert_eq(cfs_pool_create(&sb, NULL, 0, &pool), 0);
+	cr_assert(cfs_pool_has_room(pool, 0, 100)); /* nothing held back */
+	cr_assert_eq(cfs_pool_avail_units(pool), 170);
+	cfs_pool_set_held_back(pool, 10);
+	/* 10 of store 0 (100), 10 of store 1 (50), 5 of store 3 (a quarter of 20) */
+	cr_assert_eq(cfs_pool_avail_units(pool), 90 + 40 + 15);
+	cr_assert(cfs_pool_has_room(pool, 0, 90));
+	cr_assert_not(cfs_pool_has_room(pool, 0, 91));
+	cr_assert(cfs_pool_has_room(pool, 3, 15));
+	cr_assert_not(cfs_pool_has_room(pool, 3, 16));
+	cr_assert(cfs_pool_has_room(pool, 2, 1)); /* no such store: the allocator says */
+	/* The allocator itself still hands out the held-back units. */
+	cr_assert_eq(cfs_pool_get(pool, 1, CFS_ALLOC_NO_HINT, 45, &first, &count), 0);
+	cr_assert_eq(count, 45);
+	cr_assert_not(cfs_pool_has_room(pool, 1, 1));
+	cr_assert_eq(cfs_pool_avail_units(pool), 90 + 0 + 15);
+	cr_assert_eq(cfs_pool_get(pool, 1, CFS_ALLOC_NO_HINT, 5, &first, &count), 0);
+	cr_assert_eq(cfs_pool_avail_units(pool), 90 + 0 + 15);
+	cfs_pool_free(pool, first, count, 0);
+	cr_assert_not(cfs_pool_has_room(pool, 1, 1)); /* 5 free, 10 held back */
+	cfs_pool_set_held_back(pool, 0);
+	cr_assert(cfs_pool_has_room(pool, 1, 5));
+	cfs_pool_destroy(pool);
+}
+
 static uint64_t discarded[8][2];
 static int discards;
 
