@@ -1724,6 +1724,15 @@ static int map_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint32_t piece_
 	return 0;
 }
 
+/* May `units` units for file unit fu be taken? The kernel's write-back
+ * (writeback) may take the space held back for it, nothing else may. */
+static bool room_for(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu, uint64_t units,
+		     bool writeback)
+{
+	return writeback ||
+	       cfs_pool_has_room(fs->pool, cfs_ns_store_for_units(fs, inode, fu), units);
+}
+
 /*
  * [inode lock] Map every hole among file units [first, end); file unit 0 to
  * a piece of piece_bytes (0: a whole unit) if the file maps nothing else.
@@ -1745,10 +1754,8 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 		return -ENOSPC;
 	cfs_txn_begin(&txn, fs->journal);
 	if (piece_bytes && first == 0 && cfs_extent_mapped_units(inode->map) == 0) {
-		ret = writeback || cfs_pool_has_room(fs->pool, cfs_ns_store_for_units(fs, inode, 0),
-						     1)
-			      ? map_piece(fs, inode, piece_bytes, &txn)
-			      : -ENOSPC;
+		ret = room_for(fs, inode, 0, 1, writeback) ? map_piece(fs, inode, piece_bytes, &txn)
+							   : -ENOSPC;
 		if (ret) {
 			cfs_txn_end(&txn);
 			return ret;
@@ -1757,7 +1764,6 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 	}
 	while (fu < end) {
 		uint64_t got_first, got;
-		uint32_t store;
 		struct cfs_jrec_extent rec;
 		bool mapped;
 		uint64_t span = cfs_extent_unit_span(inode->map, fu, end - fu, &mapped);
@@ -1766,12 +1772,12 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 			fu += span;
 			continue;
 		}
-		store = cfs_ns_store_for_units(fs, inode, fu);
-		if (!writeback && !cfs_pool_has_room(fs->pool, store, span)) {
+		if (!room_for(fs, inode, fu, span, writeback)) {
 			ret = -ENOSPC;
 			break;
 		}
-		ret = cfs_pool_get(fs->pool, store, alloc_hint(inode, fu), span, &got_first, &got);
+		ret = cfs_pool_get(fs->pool, cfs_ns_store_for_units(fs, inode, fu),
+				   alloc_hint(inode, fu), span, &got_first, &got);
 		if (ret)
 			break;
 		ret = cfs_extent_map_units(inode->map, fu, got_first, got);
