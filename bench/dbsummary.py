@@ -22,7 +22,7 @@ import csv
 import statistics
 import sys
 
-HIGHER_BETTER = {"tps", "rows/s", "ops/s", "MB/s", "qps"}
+HIGHER_BETTER = {"tps", "rows/s", "ops/s", "MB/s", "qps", "iops"}
 
 
 def better(unit):

@@ -74,7 +74,7 @@
 #include "fs/format/format.h"
 #include "fs/meta/mount.h"
 #include "fs/meta/pool.h"
-#include "fs/fuse/killpriv.h"
+#include "fs/fuse/proto_ext.h"
 #include "fs/fuse/move.h"
 #include "fs/fuse/movecmd.h"
 #include "fs/fuse/storecmd.h"
@@ -1303,7 +1303,7 @@ static bool receive_some(struct cfs_loop *l, struct fuse_session *se)
 			return false;
 		}
 		cfs_tmpfile_note(cfs_loop_fuse_buf(l)->mem, (size_t)res);
-		cfs_killpriv_note(cfs_loop_fuse_buf(l)->mem, (size_t)res);
+		cfs_proto_note(cfs_loop_fuse_buf(l)->mem, (size_t)res);
 		fuse_session_process_buf(se, cfs_loop_fuse_buf(l));
 		if (fuse_session_exited(se))
 			return false;
@@ -1585,7 +1585,7 @@ int main(int argc, char **argv)
 			say("FUSE over io_uring: %s\n", strerror(-ret));
 			goto out_unmount;
 		}
-	} else if (fuse_session_custom_io(d->se, &cfs_killpriv_dev_io, fuse_session_fd(d->se))) {
+	} else if (fuse_session_custom_io(d->se, &cfs_proto_dev_io, fuse_session_fd(d->se))) {
 		say("cannot set up /dev/fuse I/O\n");
 		goto out_unmount;
 	}

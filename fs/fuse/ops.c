@@ -28,7 +28,7 @@
  *     file) the committer is woken, so the memory goes back to the system
  *     now rather than at its next timer tick (ram_give_back).
  *   - xattrs: security.capability (asked before a buffered write unless
- *     the kernel knows the file has no suid/sgid: fs/fuse/killpriv.h) gets
+ *     the kernel knows the file has no suid/sgid: fs/fuse/proto_ext.h) gets
  *     ENODATA without touching the namespace; security.*, system.*, trusted.*:
  *     ENODATA on get, EOPNOTSUPP on set; user.chunkfs.* are the statistics
  *     (fs/fuse/xattr.c), listed before the stored user.* names. getxattr/listxattr
@@ -54,7 +54,7 @@
 #include "fs/meta/fs.h"
 #include "fs/meta/journal.h"
 #include "fs/meta/namespace.h"
-#include "fs/fuse/killpriv.h"
+#include "fs/fuse/proto_ext.h"
 #include "fs/fuse/tmpfile.h"
 #include "fs/fuse/xattr.h"
 
@@ -152,7 +152,7 @@ static void cfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	/* Not the first version (we would have to guess CAP_FSETID): the
 	 * second, which libfuse 3.14 does not know, is added to the INIT reply
-	 * by fs/fuse/killpriv.c. */
+	 * by fs/fuse/proto_ext.c. */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/* Locks are the kernel's, locally (see the top of this file). */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -283,7 +283,7 @@ static void setattr_go(fuse_req_t req, struct cfs_inode *inode, const void *args
 		set.ctime_ns = ts_ns(&st->st_ctim);
 	}
 	/* FATTR_KILL_SUIDGID (chown; truncate without CAP_FSETID) arrives as
-	 * this bit: fs/fuse/killpriv.h. */
+	 * this bit: fs/fuse/proto_ext.h. */
 	if (to_set & FUSE_SET_ATTR_KILL_SUID)
 		set.valid |= CFS_SET_KILL_SUIDGID;
 	/* A cut: the held blocks' bytes are on the store (the caller went
@@ -409,7 +409,8 @@ static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, f
  * never be older than the store. Only one thing writes around them: an
  * FOPEN_DIRECT_IO handle. So, per file, under the inode lock:
  *   - O_DIRECT open, no cached opens: FOPEN_DIRECT_IO (the fast path: the
- *     request goes straight to us, concurrent writes in parallel).
+ *     request goes straight to us, concurrent writes in parallel: the reply
+ *     gains FOPEN_PARALLEL_DIRECT_WRITES in fs/fuse/proto_ext.c).
  *   - O_DIRECT open while cached opens exist: no FOPEN_DIRECT_IO; the
  *     kernel's own direct I/O path drops the range before the write and,
  *     for a synchronous one, after it, as for any filesystem (writes to the
@@ -425,7 +426,7 @@ static void cfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, f
  * Cached and uncached handles of one file never coexist.
  *
  * Shared mmap of an FOPEN_DIRECT_IO handle (FUSE_DIRECT_IO_ALLOW_MMAP,
- * fs/fuse/killpriv.c): the kernel then caches the file's pages for the
+ * fs/fuse/proto_ext.c): the kernel then caches the file's pages for the
  * mapping, writes dirty ones back before an FOPEN_DIRECT_IO read or write of
  * their range and drops the range before the write, not after it, so a
  * mapped read during the write re-caches old bytes. The daemon sees the
@@ -493,7 +494,7 @@ static void open_dropped(struct cfs_inode *inode, const struct fuse_file_info *f
 }
 
 /* The kernel asks to clear suid/sgid on every write by a caller without
- * CAP_FSETID (fs/fuse/killpriv.h): the bits are read without the lock, so only a
+ * CAP_FSETID (fs/fuse/proto_ext.h): the bits are read without the lock, so only a
  * file that has them takes the slow path. */
 static bool has_suidgid(const struct cfs_inode *inode)
 {
@@ -542,7 +543,7 @@ static void cfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		/* FUSE_CAP_ATOMIC_O_TRUNC: the kernel leaves O_TRUNC to us (no
 		 * separate SETATTR), so open and truncate are one step. A
 		 * truncate to 0 cuts no sector: nothing to zero. */
-		bool kill = cfs_killpriv_requested() && has_suidgid(inode);
+		bool kill = cfs_proto_kill_suidgid() && has_suidgid(inode);
 		struct cfs_setattr set = {
 			.valid = CFS_SET_SIZE | CFS_SET_MTIME_NOW |
 				 (kill ? CFS_SET_KILL_SUIDGID : 0),
@@ -647,7 +648,7 @@ static void cfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		cfs_reply_err(req, -EINVAL);
 		return;
 	}
-	if (!suidgid_cleared_first(req, cfs_killpriv_requested(), ino, fh_inode(fi)))
+	if (!suidgid_cleared_first(req, cfs_proto_kill_suidgid(), ino, fh_inode(fi)))
 		return;
 	ret = cfs_data_write(req, fh_inode(fi), write_flags(fi), buf, size, (uint64_t)off);
 	if (ret)
@@ -853,7 +854,7 @@ static void cfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 		return;
 	}
 	/* With FUSE_HANDLE_KILLPRIV_V2 the kernel neither clears suid/sgid for
-	 * fallocate nor flags the request (fs/fuse/killpriv.h): clear them for any
+	 * fallocate nor flags the request (fs/fuse/proto_ext.h): clear them for any
 	 * caller but root, which stands in for CAP_FSETID here. */
 	if (fi && fi->fh &&
 	    !suidgid_cleared_first(req, fuse_req_ctx(req)->uid != 0, ino, fh_inode(fi)))

@@ -9,7 +9,7 @@
  * handler and answers ENOSYS, after which the kernel answers EOPNOTSUPP for
  * the rest of the mount without asking again. So cfs_tmpfile_note() reads
  * each raw request just before libfuse dispatches it (both transports, as
- * killpriv.h does) and turns a FUSE_TMPFILE into a FUSE_CREATE in place,
+ * proto_ext.h does) and turns a FUSE_TMPFILE into a FUSE_CREATE in place,
  * keeping for this thread that it was one: libfuse's CREATE handler runs
  * next, in the same thread, and ops.c asks cfs_tmpfile_requested() to
  * create the file without a name (cfs_ns_tmpfile_open(), fs/meta/namespace.h).

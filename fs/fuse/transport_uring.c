@@ -38,7 +38,7 @@
 
 #include "fs/fuse/daemon.h"
 #include "fs/fuse/data.h"
-#include "fs/fuse/killpriv.h"
+#include "fs/fuse/proto_ext.h"
 #include "fs/fuse/tmpfile.h"
 #include "fs/fuse/transport_uring.h"
 #include "fs/fuse/unique_map.h"
@@ -189,6 +189,7 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	ssize_t res;
 
 	(void)userdata;
+	cfs_proto_reply(iov, count);
 	init = out->unique && out->unique == T.init_unique;
 	/* NULL: a /dev/fuse request, or a reply made after teardown (while the
 	 * daemon closes), when no ring is left. */
@@ -197,7 +198,6 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	if (!e) {
 		if (init)
 			init_reply(iov, count);
-		cfs_killpriv_init_reply(iov, count);
 		res = writev(fd, iov, count);
 		if (init && res >= 0 && T.init_unique) {
 			/* The kernel processed the reply in writev: the
@@ -528,7 +528,7 @@ static void dispatch(struct cfs_uring_loop *u, struct ent *e)
 	cfs_unique_map_insert(&T.uniques, e->unique, e);
 	tls_cur = e;
 	cfs_tmpfile_note(buf.mem, buf.size);
-	cfs_killpriv_note(buf.mem, buf.size);
+	cfs_proto_note(buf.mem, buf.size);
 	fuse_session_process_buf(T.se, &buf);
 	tls_cur = NULL;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # daemon_mmap_direct.sh — shared mmap next to O_DIRECT (fs/fuse/ops.c, "page
-# cache"; FUSE_DIRECT_IO_ALLOW_MMAP, fs/fuse/killpriv.c): one process maps
+# cache"; FUSE_DIRECT_IO_ALLOW_MMAP, fs/fuse/proto_ext.c): one process maps
 # the file (MAP_SHARED) and reads and writes the mapping, another reads and
 # writes overlapping ranges with O_DIRECT; each sees the other's last write,
 # content checked against a model, as on ext4 (a mapped store is written

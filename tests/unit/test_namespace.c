@@ -587,7 +587,7 @@ Test(namespace, setattr, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_ns_set_page_size(fs, f, 3000), -EINVAL);
 }
 
-/* CFS_SET_KILL_SUIDGID (fs/fuse/killpriv.h): suid always, sgid only with group
+/* CFS_SET_KILL_SUIDGID (fs/fuse/proto_ext.h): suid always, sgid only with group
  * execute, never on directories; alone with nothing to clear, no change. */
 Test(namespace, setattr_kill_suidgid, .init = setup, .fini = teardown)
 {
