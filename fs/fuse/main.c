@@ -235,7 +235,7 @@ static void usage(FILE *f, const char *prog)
 		"                     but a full store fails fsync, not write() (chunkfs(8))\n"
 		"  -o writeback_reserve=SIZE  space of each store only the kernel's\n"
 		"                     write-back may take (default: the kernel's dirty\n"
-		"                     limit for one FUSE mount, 1%% of vm.dirty_ratio's)\n"
+		"                     limit for one FUSE mount: 1%% of the system's)\n"
 		"  -o nodiscard       freed units are not discarded: an image file keeps its\n"
 		"                     blocks (no hole punched), a device gets no discard\n"
 		"                     (default: discard, once the free is durable)\n"
