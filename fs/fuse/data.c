@@ -915,7 +915,8 @@ static bool grow_try(struct cfs_loop *l, struct ctx *c)
 	if (atomic_load_explicit(&inode->store_writes, memory_order_seq_cst))
 		return false;
 	ret = cfs_ns_grow_pieces(l->d->fs, inode, c->grow_offset_bytes, c->grow_length_bytes,
-				 c->grow_whole, grow_copy, &(struct grow_src){l, inode});
+				 c->grow_whole, c->file_flags & CFS_FILE_WRITEBACK, grow_copy,
+				 &(struct grow_src){l, inode});
 	if (ret == -EBUSY)
 		return false;
 	/* A WRITE's other units (a grown piece is the first unit only). */
@@ -955,7 +956,8 @@ static int grow_inline(struct cfs_loop *l, struct cfs_inode *inode, unsigned fil
 	atomic_fetch_add_explicit(&inode->piece_growers, 1, memory_order_seq_cst);
 	if (!atomic_load_explicit(&inode->store_writes, memory_order_seq_cst))
 		ret = cfs_ns_grow_pieces(l->d->fs, inode, offset_bytes, length_bytes, false,
-					 grow_copy, &(struct grow_src){l, inode});
+					 file_flags & CFS_FILE_WRITEBACK, grow_copy,
+					 &(struct grow_src){l, inode});
 	if (!ret)
 		ret = map_write(l, inode, file_flags, offset_bytes, length_bytes);
 	if (ret == -EAGAIN)

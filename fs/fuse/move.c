@@ -271,7 +271,7 @@ static void log_nospace(uint64_t ino, uint32_t to, uint64_t bytes)
 	cfs_fs_log(FS(),
 		   "move of inode %" PRIu64 " refused: store %s has %.1f GiB free, the chunk needs "
 		   "%.1f GiB",
-		   ino, label, (double)(info.space.free_units * unit) / (1u << 30),
+		   ino, label, (double)(info.room_units * unit) / (1u << 30),
 		   (double)bytes / (1u << 30));
 }
 

@@ -104,10 +104,21 @@ bool cfs_cmd_mount_root(const char *path, char *root, size_t root_bytes)
 	return true;
 }
 
+/* The bytes a move may take on the store of a user.chunkfs.stores line: free
+ * and busy (back at the next commit), less what the store holds back for
+ * the kernel's write-back (held=). */
+static uint64_t room_of(const char *line)
+{
+	uint64_t have = field_u64(line, "free") + field_u64(line, "busy");
+	uint64_t held = field_u64(line, "held");
+
+	return have > held ? have - held : 0;
+}
+
 /* ENOSPC: say how much the store has and how much the chunk needs. */
 static void explain_nospace(const char *chunk, const char *store)
 {
-	char root[PATH_MAX], stores[8192], free_h[32], need_h[32], v[32];
+	char root[PATH_MAX], stores[8192], free_h[32], need_h[32];
 	struct stat st;
 	ssize_t n;
 	const char *line = NULL;
@@ -128,8 +139,7 @@ static void explain_nospace(const char *chunk, const char *store)
 	}
 	if (!line)
 		goto plain;
-	cfs_cmd_field(line, "free", v, sizeof(v));
-	cfs_cmd_human(strtoull(v, NULL, 10), free_h, sizeof(free_h));
+	cfs_cmd_human(room_of(line), free_h, sizeof(free_h));
 	cfs_cmd_human((uint64_t)st.st_blocks * 512, need_h, sizeof(need_h));
 	fprintf(stderr,
 		"chunkfs move: %s: not enough room on %s: it has %s free, the chunk needs up to "

@@ -153,11 +153,12 @@ static size_t render_stores(char *text, size_t max)
 		n += (size_t)snprintf(text + n, n < max ? max - n : 0,
 				      "%s index=%" PRIu32 " state=%s size=%" PRIu64 " data=%" PRIu64
 				      " used=%" PRIu64 " free=%" PRIu64 " busy=%" PRIu64
-				      "%s source=%s\n",
+				      " held=%" PRIu64 "%s source=%s\n",
 				      label, info.index, state_name(info.state), info.size_bytes,
 				      info.space.total_units * unit, info.space.used_units * unit,
 				      info.space.free_units * unit, info.space.busy_units * unit,
-				      removal, info.source[0] ? info.source : "-");
+				      info.held_back_units * unit, removal,
+				      info.source[0] ? info.source : "-");
 	}
 	return n;
 }

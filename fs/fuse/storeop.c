@@ -667,7 +667,8 @@ static void gib(uint64_t bytes, char *out, size_t out_bytes)
 }
 
 /* Units the other active stores can take (free now or once busy units are
- * released), and what `store` holds. */
+ * released, above what they hold back for the kernel's write-back), and
+ * what `store` holds. */
 static void room(uint32_t store, uint64_t *held_units, uint64_t *room_units)
 {
 	struct cfs_pool_store_info info;
@@ -677,7 +678,7 @@ static void room(uint32_t store, uint64_t *held_units, uint64_t *room_units)
 		if (info.index == store)
 			*held_units = info.space.used_units + info.space.busy_units;
 		else if (info.state == CFS_STORE_ACTIVE)
-			*room_units += info.space.free_units + info.space.busy_units;
+			*room_units += info.room_units;
 	}
 }
 

@@ -333,6 +333,12 @@ void cfs_alloc_destroy(struct cfs_alloc *alloc)
 int cfs_alloc_get(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_units,
 		  uint64_t *first_out, uint64_t *count_out)
 {
+	return cfs_alloc_get_keeping(alloc, hint_unit, want_units, 0, first_out, count_out);
+}
+
+int cfs_alloc_get_keeping(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_units,
+			  uint64_t keep_units, uint64_t *first_out, uint64_t *count_out)
+{
 	struct cfs_alloc *a = alloc;
 	uint64_t hint, first = 0, count = 0;
 	bool found;
@@ -341,6 +347,12 @@ int cfs_alloc_get(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_uni
 	if (want_units == 0)
 		return -EINVAL;
 	pthread_mutex_lock(&a->lock);
+	/* Under the same lock as the allocation: two callers cannot both pass
+	 * the check and take the kept units between them. */
+	if (keep_units && a->free_units + a->busy_units < keep_units + want_units) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
 	if (a->free_units == 0) {
 		ret = a->busy_units ? -EAGAIN : -ENOSPC;
 		goto out_unlock;

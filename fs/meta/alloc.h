@@ -79,6 +79,11 @@ void cfs_alloc_destroy(struct cfs_alloc *alloc);
  */
 int cfs_alloc_get(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_units,
 		  uint64_t *first_out, uint64_t *count_out);
+/* cfs_alloc_get() that leaves keep_units: -ENOSPC unless free and busy
+ * units number at least want_units + keep_units, checked in the same step
+ * as the allocation (the space a pool holds back, pool.h). */
+int cfs_alloc_get_keeping(struct cfs_alloc *alloc, uint64_t hint_unit, uint64_t want_units,
+			  uint64_t keep_units, uint64_t *first_out, uint64_t *count_out);
 
 /*
  * Mark the given units USED (mount: rebuilding from the extent maps; tests).

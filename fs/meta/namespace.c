@@ -1705,11 +1705,11 @@ static uint64_t alloc_hint(struct cfs_inode *inode, uint64_t fu)
 
 /* [inode lock] Map file unit 0, a hole, to a piece of piece_bytes. */
 static int map_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint32_t piece_bytes,
-		     struct cfs_txn *txn)
+		     bool writeback, struct cfs_txn *txn)
 {
 	struct cfs_extent_loc loc = {0, 0, piece_bytes};
 	int ret = cfs_pool_get_piece(fs->pool, cfs_ns_store_for_units(fs, inode, 0), piece_bytes,
-				     &loc.store_unit, &loc.piece_offset_bytes);
+				     writeback, &loc.store_unit, &loc.piece_offset_bytes);
 
 	if (ret)
 		return ret;
@@ -1724,20 +1724,11 @@ static int map_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint32_t piece_
 	return 0;
 }
 
-/* May `units` units for file unit fu be taken? The kernel's write-back
- * (writeback) may take the space held back for it, nothing else may. */
-static bool room_for(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu, uint64_t units,
-		     bool writeback)
-{
-	return writeback ||
-	       cfs_pool_has_room(fs->pool, cfs_ns_store_for_units(fs, inode, fu), units);
-}
-
 /*
  * [inode lock] Map every hole among file units [first, end); file unit 0 to
  * a piece of piece_bytes (0: a whole unit) if the file maps nothing else.
  * Only the kernel's write-back (writeback) may take the space the pool holds
- * back for it (cfs_pool_set_held_back; a piece counts as a unit there).
+ * back for it (cfs_pool_set_held_back; a piece, only if it needs a new unit).
  * Logs one transaction. Returns 0, -EAGAIN (space is busy: the caller drops
  * the lock, forces a commit and calls again), -ENOSPC, -EFBIG, -ENOMEM.
  */
@@ -1754,8 +1745,7 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 		return -ENOSPC;
 	cfs_txn_begin(&txn, fs->journal);
 	if (piece_bytes && first == 0 && cfs_extent_mapped_units(inode->map) == 0) {
-		ret = room_for(fs, inode, 0, 1, writeback) ? map_piece(fs, inode, piece_bytes, &txn)
-							   : -ENOSPC;
+		ret = map_piece(fs, inode, piece_bytes, writeback, &txn);
 		if (ret) {
 			cfs_txn_end(&txn);
 			return ret;
@@ -1772,12 +1762,8 @@ static int map_holes(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t first,
 			fu += span;
 			continue;
 		}
-		if (!room_for(fs, inode, fu, span, writeback)) {
-			ret = -ENOSPC;
-			break;
-		}
 		ret = cfs_pool_get(fs->pool, cfs_ns_store_for_units(fs, inode, fu),
-				   alloc_hint(inode, fu), span, &got_first, &got);
+				   alloc_hint(inode, fu), span, writeback, &got_first, &got);
 		if (ret)
 			break;
 		ret = cfs_extent_map_units(inode->map, fu, got_first, got);
@@ -2185,7 +2171,7 @@ static uint64_t loc_device(const struct cfs_extent_geom *g, const struct cfs_ext
  * unit with whole). 0, -EAGAIN (space busy), or an error; see
  * cfs_ns_grow_pieces. */
 static int grow_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu,
-		      const struct cfs_extent_loc *from, uint64_t need, bool whole,
+		      const struct cfs_extent_loc *from, uint64_t need, bool whole, bool writeback,
 		      cfs_ns_copy_fn copy, void *arg)
 {
 	const struct cfs_extent_geom *g = &fs->geom;
@@ -2208,10 +2194,11 @@ static int grow_piece(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t fu,
 	if (!gl.bits)
 		return -ENOMEM;
 	if (to.piece_bytes)
-		ret = cfs_pool_get_piece(fs->pool, store, to.piece_bytes, &to.store_unit,
+		ret = cfs_pool_get_piece(fs->pool, store, to.piece_bytes, writeback, &to.store_unit,
 					 &to.piece_offset_bytes);
 	else
-		ret = cfs_pool_get(fs->pool, store, alloc_hint(inode, fu), 1, &to.store_unit, &got);
+		ret = cfs_pool_get(fs->pool, store, alloc_hint(inode, fu), 1, writeback,
+				   &to.store_unit, &got);
 	if (ret)
 		goto out;
 	ret = copy(arg, loc_device(g, from), loc_device(g, &to), from->piece_bytes);
@@ -2243,7 +2230,8 @@ out:
 }
 
 int cfs_ns_grow_pieces(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
-		       uint64_t length_bytes, bool whole, cfs_ns_copy_fn copy, void *arg)
+		       uint64_t length_bytes, bool whole, bool writeback, cfs_ns_copy_fn copy,
+		       void *arg)
 {
 	const struct cfs_extent_geom *g = &fs->geom;
 	uint64_t end_bytes = offset_bytes + length_bytes;
@@ -2269,7 +2257,7 @@ int cfs_ns_grow_pieces(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offs
 			if (cfs_extent_unit_loc(inode->map, fu, &loc) || !loc.piece_bytes ||
 			    (!whole && need <= loc.piece_bytes))
 				continue;
-			ret = grow_piece(fs, inode, fu, &loc, need, whole, copy, arg);
+			ret = grow_piece(fs, inode, fu, &loc, need, whole, writeback, copy, arg);
 		}
 		pthread_mutex_unlock(&inode->lock);
 	}
@@ -2876,7 +2864,7 @@ int cfs_ns_move_reserve(struct cfs_fs *fs, uint32_t store, uint64_t units,
 			ret = -EROFS;
 			break;
 		}
-		ret = cfs_pool_get(fs->pool, store, hint, units - have, &first, &got);
+		ret = cfs_pool_get(fs->pool, store, hint, units - have, false, &first, &got);
 		if (ret == -EAGAIN && busy_commits++ < MAP_RETRIES) {
 			/* Busy units come back once their frees are durable. */
 			ret = cfs_journal_commit_sync(fs);
@@ -2937,7 +2925,7 @@ int cfs_ns_move_reserve_piece(struct cfs_fs *fs, uint32_t store, uint32_t bytes,
 		}
 		if (cfs_fs_is_readonly(fs))
 			return -EROFS;
-		ret = cfs_pool_get_piece(fs->pool, store, piece, &to->store_unit,
+		ret = cfs_pool_get_piece(fs->pool, store, piece, false, &to->store_unit,
 					 &to->piece_offset_bytes);
 	}
 	if (ret)

@@ -464,11 +464,14 @@ typedef int (*cfs_ns_copy_fn)(void *arg, uint64_t from_bytes, uint64_t to_bytes,
  * before the commit keeps the old piece with its bytes. The caller holds an
  * I/O reference and guarantees no device write of the file starts meanwhile
  * (copy checks that none is in flight, under the inode lock). Takes the
- * inode lock; forces commits while space is busy. 0, -EBUSY (from copy),
- * -ENOSPC, -EROFS, -ENOMEM, -EIO.
+ * inode lock; forces commits while space is busy. Only the kernel's
+ * write-back (writeback) may take the space held back for it
+ * (cfs_pool_set_held_back). 0, -EBUSY (from copy), -ENOSPC, -EROFS,
+ * -ENOMEM, -EIO.
  */
 int cfs_ns_grow_pieces(struct cfs_fs *fs, struct cfs_inode *inode, uint64_t offset_bytes,
-		       uint64_t length_bytes, bool whole, cfs_ns_copy_fn copy, void *arg);
+		       uint64_t length_bytes, bool whole, bool writeback, cfs_ns_copy_fn copy,
+		       void *arg);
 
 /*
  * A write of [offset_bytes, +length_bytes) completed (after

@@ -318,6 +318,12 @@ static void unit_settle(struct cfs_pieces *p, struct punit *u, uint64_t seq)
 
 int cfs_pieces_get(struct cfs_pieces *p, uint32_t bytes, uint64_t *unit_out, uint32_t *offset_out)
 {
+	return cfs_pieces_get_keeping(p, bytes, 0, unit_out, offset_out);
+}
+
+int cfs_pieces_get_keeping(struct cfs_pieces *p, uint32_t bytes, uint64_t keep_units,
+			   uint64_t *unit_out, uint32_t *offset_out)
+{
 	struct punit *u = NULL;
 	uint32_t k;
 	int ret = 0;
@@ -330,10 +336,10 @@ int cfs_pieces_get(struct cfs_pieces *p, uint32_t bytes, uint64_t *unit_out, uin
 	if (!u) {
 		uint64_t first, count;
 
-		ret = cfs_alloc_get(p->alloc,
-				    p->last_unit == CFS_ALLOC_NO_HINT ? p->last_unit
-								      : p->last_unit + 1,
-				    1, &first, &count);
+		ret = cfs_alloc_get_keeping(p->alloc,
+					    p->last_unit == CFS_ALLOC_NO_HINT ? p->last_unit
+									      : p->last_unit + 1,
+					    1, keep_units, &first, &count);
 		if (ret == -ENOSPC && p->busy_len)
 			ret = -EAGAIN; /* freed pieces come back at the commit */
 		if (ret)

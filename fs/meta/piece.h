@@ -85,6 +85,11 @@ uint32_t cfs_pieces_size(uint32_t min_bytes, uint32_t unit_bytes, uint64_t bytes
  * units); -ENOSPC; -EINVAL for a size it does not make.
  */
 int cfs_pieces_get(struct cfs_pieces *p, uint32_t bytes, uint64_t *unit_out, uint32_t *offset_out);
+/* cfs_pieces_get() that takes a new unit only if the allocator keeps
+ * keep_units after it (cfs_alloc_get_keeping); a piece in a unit already
+ * holding pieces takes no unit. */
+int cfs_pieces_get_keeping(struct cfs_pieces *p, uint32_t bytes, uint64_t keep_units,
+			   uint64_t *unit_out, uint32_t *offset_out);
 
 /*
  * Mark a piece in use (mount: rebuilding from the maps). The unit is

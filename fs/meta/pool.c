@@ -695,8 +695,17 @@ static struct pool_store *by_unit(struct cfs_pool *pool, uint64_t unit, uint64_t
 	return NULL;
 }
 
+/* [pool lock] The units store s holds back: cfs_pool_set_held_back(), at most a
+ * quarter of the store (a small store keeps most of its space usable). */
+static uint64_t held_back_of(struct cfs_pool *pool, const struct pool_store *s)
+{
+	uint64_t units = atomic_load(&pool->held_back_units);
+
+	return units < s->unit_count / 4 ? units : s->unit_count / 4;
+}
+
 int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint64_t want_units,
-		 uint64_t *first_out, uint64_t *count_out)
+		 bool writeback, uint64_t *first_out, uint64_t *count_out)
 {
 	struct pool_store *s;
 	uint64_t hint = CFS_ALLOC_NO_HINT;
@@ -711,7 +720,8 @@ int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint
 	if (hint_unit != CFS_ALLOC_NO_HINT && hint_unit >= s->unit_base &&
 	    hint_unit - s->unit_base < s->unit_count)
 		hint = hint_unit - s->unit_base;
-	ret = cfs_alloc_get(s->alloc, hint, want_units, first_out, count_out);
+	ret = cfs_alloc_get_keeping(s->alloc, hint, want_units,
+				    writeback ? 0 : held_back_of(pool, s), first_out, count_out);
 	if (!ret)
 		*first_out += s->unit_base;
 	pthread_rwlock_unlock(&pool->lock);
@@ -721,15 +731,6 @@ int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint
 void cfs_pool_set_held_back(struct cfs_pool *pool, uint64_t units)
 {
 	atomic_store(&pool->held_back_units, units);
-}
-
-/* [pool lock] The units store s holds back: cfs_pool_set_held_back(), at most a
- * quarter of the store (a small store keeps most of its space usable). */
-static uint64_t held_back_of(struct cfs_pool *pool, const struct pool_store *s)
-{
-	uint64_t units = atomic_load(&pool->held_back_units);
-
-	return units < s->unit_count / 4 ? units : s->unit_count / 4;
 }
 
 /* [pool lock] Free and busy units of s above what it holds back. */
@@ -820,8 +821,8 @@ uint32_t cfs_pool_piece_size(struct cfs_pool *pool, uint64_t bytes)
 	return cfs_pieces_size(pool->piece_min, pool->unit_bytes, bytes);
 }
 
-int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, uint64_t *unit_out,
-		       uint32_t *offset_out)
+int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, bool writeback,
+		       uint64_t *unit_out, uint32_t *offset_out)
 {
 	struct pool_store *s;
 	struct cfs_pieces *p;
@@ -831,7 +832,8 @@ int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, ui
 	s = by_index(pool, store);
 	ret = pieces_of(pool, s, -ENOENT, &p);
 	if (!ret)
-		ret = cfs_pieces_get(p, bytes, unit_out, offset_out);
+		ret = cfs_pieces_get_keeping(p, bytes, writeback ? 0 : held_back_of(pool, s),
+					     unit_out, offset_out);
 	if (!ret)
 		*unit_out += s->unit_base;
 	pthread_rwlock_unlock(&pool->lock);
@@ -1028,8 +1030,11 @@ uint32_t cfs_pool_find(struct cfs_pool *pool, const char *name, size_t length)
 	return found;
 }
 
-static void info_of(const struct pool_store *s, struct cfs_pool_store_info *info)
+static void info_of(struct cfs_pool *pool, const struct pool_store *s,
+		    struct cfs_pool_store_info *info)
 {
+	uint64_t have;
+
 	info->index = s->index;
 	info->state = atomic_load(&s->state);
 	info->io_store = s->io_store;
@@ -1039,6 +1044,9 @@ static void info_of(const struct pool_store *s, struct cfs_pool_store_info *info
 	memcpy(info->label, s->label, sizeof(info->label));
 	memcpy(info->source, s->source, sizeof(info->source));
 	cfs_alloc_stat(s->alloc, &info->space);
+	info->held_back_units = held_back_of(pool, s);
+	have = info->space.free_units + info->space.busy_units;
+	info->room_units = have > info->held_back_units ? have - info->held_back_units : 0;
 }
 
 int cfs_pool_store_info(struct cfs_pool *pool, uint32_t store, struct cfs_pool_store_info *info)
@@ -1048,7 +1056,7 @@ int cfs_pool_store_info(struct cfs_pool *pool, uint32_t store, struct cfs_pool_s
 	pthread_rwlock_rdlock(&pool->lock);
 	s = by_index(pool, store);
 	if (s)
-		info_of(s, info);
+		info_of(pool, s, info);
 	pthread_rwlock_unlock(&pool->lock);
 	return s ? 0 : -ENOENT;
 }
@@ -1059,7 +1067,7 @@ int cfs_pool_store_at(struct cfs_pool *pool, unsigned i, struct cfs_pool_store_i
 
 	pthread_rwlock_rdlock(&pool->lock);
 	if (i < pool->count) {
-		info_of(pool->store[i], info);
+		info_of(pool, pool->store[i], info);
 		ret = 0;
 	}
 	pthread_rwlock_unlock(&pool->lock);

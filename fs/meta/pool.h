@@ -124,6 +124,8 @@ struct cfs_pool_store_info {
 	char label[CFS_LABEL_BYTES];
 	char source[256]; /* the path it was mounted from ("" if unknown) */
 	struct cfs_alloc_stat space;
+	uint64_t held_back_units; /* kept for the kernel's write-back (cfs_pool_set_held_back) */
+	uint64_t room_units;	  /* free and busy units above those: what a move may take */
 };
 
 /*
@@ -161,25 +163,26 @@ bool cfs_pool_is_multi(struct cfs_pool *pool);
 uint64_t cfs_pool_size_bytes(struct cfs_pool *pool);
 
 /*
- * Allocate up to want_units contiguous units on store `store` (an index),
- * as cfs_alloc_get() (hint: a pool unit, or CFS_ALLOC_NO_HINT; a hint in
- * another store counts as none). -ENOENT for an unknown store, else
- * cfs_alloc_get()'s results (-EAGAIN, -ENOSPC).
- */
-int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint64_t want_units,
-		 uint64_t *first_out, uint64_t *count_out);
-/*
  * Space held back for the kernel's writeback cache (-o writeback_cache,
  * fs/DAEMON.md): each store keeps `units` (at most a quarter of it) that
  * only the kernel's write-back of dirty pages may take, since the kernel
  * dirtied those pages without asking, and a write-back that finds no space
- * fails an fsync. Everything else (writes of the daemon's own, fallocate,
- * O_DIRECT, moves) asks cfs_pool_has_room() first and gets ENOSPC while the
- * write-back still has room. statfs's available space leaves it out. 0 (the
- * default): nothing held back. The check and the allocation are not one
- * step: concurrent allocations may take a few of those units.
+ * fails an fsync. Every other allocation (writes of the daemon's own,
+ * fallocate, O_DIRECT, pieces, moves) gets ENOSPC from cfs_pool_get() and
+ * cfs_pool_get_piece() while the write-back still has room: the check is
+ * made under the allocator's lock, with the allocation. statfs's available
+ * space leaves it out. 0 (the default): nothing held back.
  */
 void cfs_pool_set_held_back(struct cfs_pool *pool, uint64_t units);
+/*
+ * Allocate up to want_units contiguous units on store `store` (an index),
+ * as cfs_alloc_get() (hint: a pool unit, or CFS_ALLOC_NO_HINT; a hint in
+ * another store counts as none). Only the kernel's write-back (writeback)
+ * may take the units the store holds back. -ENOENT for an unknown store,
+ * else cfs_alloc_get()'s results (-EAGAIN, -ENOSPC).
+ */
+int cfs_pool_get(struct cfs_pool *pool, uint32_t store, uint64_t hint_unit, uint64_t want_units,
+		 bool writeback, uint64_t *first_out, uint64_t *count_out);
 /* True if store `store` has `units` free or busy above what it holds back (always
  * when nothing is held back; an unknown store: the allocation will say). */
 bool cfs_pool_has_room(struct cfs_pool *pool, uint32_t store, uint64_t units);
@@ -198,10 +201,11 @@ void cfs_pool_free(struct cfs_pool *pool, uint64_t first_unit, uint64_t count, u
  * smallest piece; 0 when that is more than half a unit, or without pieces. */
 uint32_t cfs_pool_piece_size(struct cfs_pool *pool, uint64_t bytes);
 /* A piece of `bytes` on store `store`: *unit_out a pool unit, *offset_out
- * bytes into it. cfs_pieces_get()'s results, -ENOENT for an unknown store,
- * -EINVAL without pieces. */
-int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, uint64_t *unit_out,
-		       uint32_t *offset_out);
+ * bytes into it; a new unit for it as cfs_pool_get() (writeback).
+ * cfs_pieces_get()'s results, -ENOENT for an unknown store, -EINVAL
+ * without pieces. */
+int cfs_pool_get_piece(struct cfs_pool *pool, uint32_t store, uint32_t bytes, bool writeback,
+		       uint64_t *unit_out, uint32_t *offset_out);
 /* cfs_pieces_reserve() of a pool unit's piece (mount): -ERANGE outside every
  * store, -EINVAL without pieces. */
 int cfs_pool_reserve_piece(struct cfs_pool *pool, uint64_t unit, uint32_t offset, uint32_t bytes);

@@ -20,7 +20,9 @@
 #   - space held back for the kernel's write-back (writeback_reserve=):
 #     statfs leaves it out, fallocate and O_DIRECT writes get ENOSPC while
 #     it is there, and buffered appends to a new file fsync into it without
-#     an error, read back after a remount.
+#     an error, read back after a remount; a move into a store of a pool
+#     is refused beyond what the store may give it, and says how much that
+#     is (user.chunkfs.stores: held=).
 . "$(dirname "$0")/../lib/common.sh"
 . "$CFS_ROOT/tests/lib/stats.sh"
 cfs_require_fuse
@@ -235,5 +237,32 @@ record = bytes(range(256)) * 2 + b"\n" * 100
 data = open(sys.argv[1], "rb").read()
 sys.exit(0 if data == record * (12 * 1048576 // len(record)) else "log differs after a remount")
 EOF
+cfs_umount "$mnt" || cfs_fail "unmount"
+
+# a move into a store that holds space back: refused beyond what it may
+# take, and the refusal says how much that is (not the free space)
+pa=$CFS_WORK/pa.img pb=$CFS_WORK/pb.img
+cfs_mkfs "$pa" 96M -L pa
+"$CFS_BIN/mkchunkfs" -q -s 32M -L pb --join "$pa" "$pb" || cfs_fail "join of pb failed"
+cfs_mount "$pa,$pb" "$mnt" writeback_cache,writeback_reserve=4M
+line=$(getfattr --only-values -n user.chunkfs.stores "$mnt" | grep '^pb ')
+field() { sed -nE "s/.* $1=([0-9]+).*/\1/p" <<<"$line"; }
+free=$(field free) busy=$(field busy) held=$(field held)
+[ "$held" = $((4 << 20)) ] || cfs_fail "pb holds back ${held:-nothing}, not 4 MiB: $line"
+room=$((free + busy - held))
+mkdir "$mnt/db"
+setfattr -n user.chunkfs.store -v pa "$mnt/db" || cfs_fail "placing db on pa"
+dd if=/dev/urandom of="$mnt/db/c" bs=1M count=$(((room >> 20) + 2)) oflag=direct status=none ||
+	cfs_fail "writing the chunk"
+sum=$(md5sum <"$mnt/db/c")
+out=$("$CFS_BIN/chunkfs" move "$mnt/db/c" pb 2>&1) && cfs_fail "a move into the held-back space: $out"
+want=$(python3 -c "print('%.1f MiB' % ($room / 1048576))")
+grep -q "not enough room on pb: it has $want free" <<<"$out" ||
+	cfs_fail "a move into the held-back space said: $out (expected $want free)"
+[ "$(getfattr --only-values -n user.chunkfs.store "$mnt/db/c")" = pa ] || cfs_fail "the chunk left pa"
+truncate -s $(((room >> 20) - 1))M "$mnt/db/c"
+sum=$(md5sum <"$mnt/db/c")
+"$CFS_BIN/chunkfs" move "$mnt/db/c" pb >/dev/null || cfs_fail "a move within pb's room"
+[ "$(md5sum <"$mnt/db/c")" = "$sum" ] || cfs_fail "the moved chunk differs"
 cfs_umount "$mnt" || cfs_fail "unmount"
 cfs_log "ok"

@@ -1053,9 +1053,9 @@ static struct cfs_extent_loc map_piece(struct cfs_inode *in, uint32_t bytes)
 	struct cfs_jrec_piece rec;
 	struct cfs_txn txn;
 
-	cr_assert_eq(
-		cfs_pool_get_piece(fs->pool, 0, bytes, &loc.store_unit, &loc.piece_offset_bytes),
-		0);
+	cr_assert_eq(cfs_pool_get_piece(fs->pool, 0, bytes, false, &loc.store_unit,
+					&loc.piece_offset_bytes),
+		     0);
 	rec = (struct cfs_jrec_piece){in->ino, 0, loc.store_unit, loc.piece_offset_bytes, bytes};
 	pthread_mutex_lock(&in->lock);
 	cr_assert_eq(cfs_extent_map_piece(in->map, 0, &loc), 0);
@@ -1289,6 +1289,41 @@ static struct cfs_extent_loc loc0(struct cfs_inode *in)
 	return loc;
 }
 
+/* The space held back for the kernel's write-back (cfs_pool_set_held_back):
+ * a new piece takes none of it while a unit of pieces has room, and a piece
+ * grows into it only for the write-back. */
+Test(journal, pieces_and_the_space_held_back, .init = setup_pieces, .fini = teardown_no_runs)
+{
+	uint64_t f = mk(CFS_ROOT_INO, "small", S_IFREG | 0600);
+	uint64_t f2 = mk(CFS_ROOT_INO, "small2", S_IFREG | 0600);
+	uint64_t g = mk(CFS_ROOT_INO, "chunk", S_IFREG | 0600);
+	struct cfs_inode *in, *in2, *big;
+	struct cfs_alloc_stat st;
+
+	cr_assert_eq(cfs_ns_open(fs, f, &in), 0);
+	cr_assert_eq(cfs_ns_open(fs, f2, &in2), 0);
+	cr_assert_eq(cfs_ns_open(fs, g, &big), 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in, 0, 4096), 0);
+	cr_assert_neq(loc0(in).piece_bytes, 0);
+	cfs_pool_set_held_back(fs->pool, 8);
+	cfs_pool_stat(fs->pool, &st);
+	cr_assert_eq(cfs_ns_map_for_write(fs, big, 0, (st.free_units - 7) * UNIT), -ENOSPC);
+	cr_assert_eq(cfs_ns_map_for_write(fs, big, 0, (st.free_units - 8) * UNIT), 0);
+	cr_assert_eq(cfs_ns_map_for_write(fs, big, (st.free_units - 8) * UNIT, UNIT), -ENOSPC);
+	cr_assert_eq(cfs_ns_map_for_write(fs, in2, 0, 4096), 0, "a piece beside the first");
+	cr_assert_eq(loc0(in2).store_unit, loc0(in).store_unit);
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 0, UNIT, true, false, copy_on_store, NULL),
+		     -ENOSPC);
+	cr_assert_neq(loc0(in).piece_bytes, 0, "unchanged");
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 0, UNIT, true, true, copy_on_store, NULL), 0);
+	cr_assert_eq(loc0(in).piece_bytes, 0, "a whole unit");
+	cfs_pool_stat(fs->pool, &st);
+	cr_assert_eq(st.free_units + st.busy_units, 7);
+	cfs_ns_release(fs, in);
+	cfs_ns_release(fs, in2);
+	cfs_ns_release(fs, big);
+}
+
 Test(journal, small_files_get_pieces_that_grow_by_copy, .init = setup_pieces,
      .fini = teardown_no_runs)
 {
@@ -1316,14 +1351,15 @@ Test(journal, small_files_get_pieces_that_grow_by_copy, .init = setup_pieces,
 
 	/* A copy that finds writes in flight changes nothing. */
 	copy_result = -EBUSY;
-	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 8192, 4096, false, copy_on_store, NULL), -EBUSY);
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 8192, 4096, false, false, copy_on_store, NULL),
+		     -EBUSY);
 	copy_result = 0;
 	cr_assert_eq(loc0(in).store_unit, first.store_unit);
 	cr_assert_eq(loc0(in).piece_offset_bytes, first.piece_offset_bytes);
 	cr_assert_eq(piece_bytes_used(), 8192);
 
 	/* Grown to 16 KiB: the bytes moved, the written sectors kept. */
-	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 8192, 4096, false, copy_on_store, NULL), 0);
+	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 8192, 4096, false, false, copy_on_store, NULL), 0);
 	second = loc0(in);
 	cr_assert_eq(second.piece_bytes, 16384);
 	cr_assert(second.store_unit != first.store_unit ||
@@ -1351,8 +1387,9 @@ Test(journal, small_files_get_pieces_that_grow_by_copy, .init = setup_pieces,
 
 	/* Past half a unit: a whole unit, the pieces' unit given back. */
 	cr_assert_eq(cfs_ns_map_for_write(fs, in, 30208, UNIT - 30208), -EXDEV);
-	cr_assert_eq(cfs_ns_grow_pieces(fs, in, 30208, UNIT - 30208, false, copy_on_store, NULL),
-		     0);
+	cr_assert_eq(
+		cfs_ns_grow_pieces(fs, in, 30208, UNIT - 30208, false, false, copy_on_store, NULL),
+		0);
 	third = loc0(in);
 	cr_assert_eq(third.piece_bytes, 0);
 	cr_assert_eq(cfs_ns_map_for_write(fs, in, 30208, UNIT - 30208), 0);
