@@ -10,7 +10,8 @@
 #     mount, by opcode, per transaction, with their latency and the sizes of
 #     the WRITEs (bench/fuse_mix.py);
 #   - the mount's own statistics (user.chunkfs.*) are read before and after:
-#     reads, writes, fsyncs, read-modify-writes per transaction.
+#     reads, writes, fsyncs, read-modify-writes per transaction; with them
+#     the daemon's CPU time and context switches (all its threads).
 # Not a timing benchmark: the tracing costs time; compare the mix, not tps.
 #
 # usage: bench/dbprofile.sh [-w mariadb|pgbench|sqlite] [-T seconds] [-S image-size]
@@ -149,6 +150,17 @@ fi
 keys=(reads writes fsyncs rmw read_bytes write_bytes)
 declare -A s0
 for k in "${keys[@]}"; do s0[$k]=$(cfs_stat "$mnt" "$k"); done
+# The daemon's CPU time (clock ticks) and context switches, summed over its
+# threads (the loops, the committer, io_uring's workers): what it takes
+# from a database that shares the CPUs.
+daemon_cpu() {
+	cat /proc/"$daemon"/task/*/stat 2>/dev/null | awk '{ t += $14 + $15 } END { print t }'
+}
+daemon_switches() {
+	cat /proc/"$daemon"/task/*/status 2>/dev/null |
+		awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n }'
+}
+cpu0=$(daemon_cpu) sw0=$(daemon_switches)
 # perf runs as long as the load (SIGINT ends a recording cleanly)
 perf record -q -g -p "$daemon" -o "$CFS_WORK/daemon.perf" >/dev/null 2>&1 &
 perf_d=$!
@@ -164,6 +176,7 @@ secs=$((($(date +%s%N) - t0) / 1000000000))
 kill -INT $perf_d $perf_t
 wait $perf_d || true
 wait $perf_t || true
+cpu1=$(daemon_cpu) sw1=$(daemon_switches)
 n=$(transactions)
 what=transactions per=transaction
 [ $bulk = 0 ] || { what="rows loaded"; per=row; }
@@ -173,6 +186,11 @@ what=transactions per=transaction
 		v=$(($(cfs_stat "$mnt" "$k") - s0[$k]))
 		printf '%-12s %12d  %8.2f per %s\n' "$k" "$v" "$(awk -v v="$v" -v n="$n" 'BEGIN { print v / n }')" "$per"
 	done
+	awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v s="$secs" -v n="$n" -v per="$per" 'BEGIN {
+		ms = t * 1000 / hz
+		printf "daemon CPU   %9.0f ms  %8.1f us per %s (%.0f%% of one CPU; traced)\n", ms, ms * 1000 / n, per, s ? ms / s / 10 : 0 }'
+	printf 'daemon ctxsw  %12d  %8.2f per %s\n' $((sw1 - sw0)) \
+		"$(awk -v v=$((sw1 - sw0)) -v n="$n" 'BEGIN { print v / n }')" "$per"
 } >"$res/stats.txt"
 perf script -i "$CFS_WORK/fuse.perf" 2>/dev/null >"$CFS_WORK/fuse.txt"
 {

@@ -8,8 +8,9 @@
 # off), only one running at a time. Each repetition, on both in alternating
 # order (ext4 first in odd repetitions): start the server, drop and create
 # the database, sysbench prepare (the bulk load: timed), sysbench
-# oltp_read_write for T seconds (tps and p95 latency), the datadir's disk use
-# (du) and the redo log's buffering as InnoDB reports it, stop.
+# oltp_read_write for T seconds (tps, p95 latency, and the machine's busy
+# CPU time per transaction), the datadir's disk use (du) and the redo
+# log's buffering as InnoDB reports it, stop.
 #
 # usage: bench/mariadb.sh [-n reps] [-T seconds] [-t tables] [-r rows]
 #                         [-c threads] [-S image-size] [-d dir] [-o out.csv] [-O chunkfs-opts]
@@ -51,6 +52,10 @@ for fs in ext4 chunkfs; do
 done
 
 sb=(--tables="$tables" --table-size="$rows" --mysql-db=sbtest)
+# Busy CPU time of the whole machine (all CPUs, clock ticks): per
+# transaction, what the database, sysbench and the filesystem (chunkfs's
+# daemon, or ext4's and the loop device's kernel work) took together.
+cpu_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
 run() { # fs rep order
 	local fs=$1 rep=$2 ord=$3 log=$CFS_WORK/run-$1-$2.log t0 ms tps p95 du redo
 	my_use "$fs"
@@ -60,16 +65,22 @@ run() { # fs rep order
 	my_sysbench oltp_read_write "${sb[@]}" --threads="$threads" prepare >"$CFS_WORK/prepare-$fs-$rep.log" 2>&1 ||
 		{ cat "$CFS_WORK/prepare-$fs-$rep.log" >&2; cfs_fail "sysbench prepare on $fs"; }
 	ms=$((($(date +%s%N) - t0) / 1000000))
+	busy0=$(cpu_busy_ticks)
 	my_sysbench oltp_read_write "${sb[@]}" --threads="$threads" --time="$secs" --report-interval=0 \
 		--percentile=95 run >"$log" 2>&1 || { cat "$log" >&2; cfs_fail "sysbench run on $fs"; }
+	busy=$(($(cpu_busy_ticks) - busy0))
 	tps=$(sed -nE 's/^ +transactions: +[0-9]+ +\(([0-9.]+) per sec.*/\1/p' "$log")
+	ntx=$(sed -nE 's/^ +transactions: +([0-9]+) .*/\1/p' "$log")
 	p95=$(sed -nE 's/^ +95th percentile: +([0-9.]+)/\1/p' "$log")
-	[ -n "$tps" ] && [ -n "$p95" ] || { cat "$log" >&2; cfs_fail "no tps or p95 in sysbench's output"; }
+	[ -n "$tps" ] && [ -n "$p95" ] && [ "${ntx:-0}" -gt 0 ] ||
+		{ cat "$log" >&2; cfs_fail "no transactions, tps or p95 in sysbench's output"; }
 	my_stop
 	du=$(dbpair_du "$MY_DATADIR")
 	redo=$(grep -oE 'InnoDB: (Buffered log writes|File system buffers for log disabled)' "$MY_ERR" | tail -n 1)
 	dbpair_row "$out" mariadb prepare_s s "$rep" "$ord" "$fs" "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 	dbpair_row "$out" mariadb tps tps "$rep" "$ord" "$fs" "$tps"
+	dbpair_row "$out" mariadb cpu_per_tx us "$rep" "$ord" "$fs" \
+		"$(awk -v b="$busy" -v hz="$(getconf CLK_TCK)" -v n="$ntx" 'BEGIN { printf "%.0f", b * 1e6 / hz / n }')"
 	dbpair_row "$out" mariadb p95_ms ms "$rep" "$ord" "$fs" "$p95"
 	dbpair_row "$out" mariadb datadir_du bytes "$rep" "$ord" "$fs" "$du"
 	printf '# rep %d: %-7s prepare %6.2f s  %8.1f tps  p95 %6.2f ms  datadir %d MiB  (%s)\n' \
