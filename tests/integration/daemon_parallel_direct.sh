@@ -18,11 +18,13 @@ cfs_require_cmd python3
 
 img=$CFS_WORK/store.img
 mnt=$CFS_WORK/mnt
-cfs_mkfs "$img" 64M
 
-# ---- side by side: 4 writes of a held store in about the time of one
-cfs_mount "$img" "$mnt" "fault=op=write,every=1,delay_us=200000"
-python3 - "$mnt/chunk" <<'PY' || cfs_fail "four synchronous O_DIRECT writers"
+# ---- side by side: 4 writes of a held store in about the time of one.
+# Two mounts at most: once in a full ASan run all three attempts of one
+# mount took turns (800 ms) and the next runs did not; without the flag
+# every attempt of every mount takes turns, so the check still holds.
+side_by_side() {
+python3 - "$mnt/chunk" <<'PY'
 import mmap, os, sys, threading, time
 path = sys.argv[1]
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -53,7 +55,17 @@ with open(path, "rb") as f:
         f.seek(i * 65536)
         assert f.read(4096) == bytes([65 + i]) * 4096, "block %d" % i
 PY
-cfs_umount "$mnt" || cfs_fail "unmount"
+}
+for try in 1 2; do
+	rm -f "$img" && cfs_mkfs "$img" 64M
+	cfs_mount "$img" "$mnt" "fault=op=write,every=1,delay_us=200000"
+	ok=0
+	side_by_side && ok=1
+	cfs_umount "$mnt" || cfs_fail "unmount"
+	[ $ok = 1 ] && break
+	[ $try = 2 ] && cfs_fail "four synchronous O_DIRECT writers, on two mounts"
+	echo "took turns on this mount: once more on a new one"
+done
 
 # ---- content: records sharing sectors, from processes side by side; appends
 cfs_mount "$img" "$mnt"
