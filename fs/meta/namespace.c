@@ -1862,8 +1862,17 @@ int cfs_ns_fallocate(struct cfs_fs *fs, uint64_t ino, int mode, uint64_t offset_
 	if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
 		uint64_t first = offset_bytes >> g->unit_shift;
 		uint64_t last = (end + g->unit_bytes - 1) >> g->unit_shift;
+		struct cfs_alloc_stat st;
 		struct cfs_txn txn;
 
+		/* More than all the stores hold can never be allocated: ENOSPC,
+		 * as on ext4 and tmpfs, before the map's EFBIG (it addresses
+		 * twice the stores) and without waiting for busy units. */
+		cfs_pool_stat(fs->pool, &st);
+		if (last - first > st.total_units) {
+			ret = -ENOSPC;
+			goto out_put;
+		}
 		ret = map_range(fs, inode, first, last, 0, false); /* never a piece */
 		if (ret)
 			goto out_put;

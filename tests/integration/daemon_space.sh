@@ -109,6 +109,14 @@ $util seek "$mnt/punch" data $((2 * MiB)) $((6 * MiB))
 # modes that move blocks are refused (ZERO_RANGE works: daemon_zero_range)
 fallocate -c -o 0 -l $MiB "$mnt/punch" 2>/dev/null && cfs_fail "COLLAPSE_RANGE accepted"
 fallocate -i -o 0 -l $MiB "$mnt/punch" 2>/dev/null && cfs_fail "INSERT_RANGE accepted"
+# more than the whole store: ENOSPC as on ext4 (not the map's EFBIG), and the
+# file keeps its size, its blocks and its bytes
+b2=$(free_bytes "$mnt")
+fallocate -o $MiB -l 200M "$mnt/punch" 2>"$CFS_WORK/falloc.err" && cfs_fail "fallocate of 200M on a 64M store"
+grep -q "No space left" "$CFS_WORK/falloc.err" || cfs_fail "fallocate past the store: $(cat "$CFS_WORK/falloc.err")"
+[ "$(stat -c %s "$mnt/punch")" -eq $((8 * MiB)) ] || cfs_fail "a refused fallocate changed the size"
+[ "$(free_bytes "$mnt")" -eq "$b2" ] || cfs_fail "a refused fallocate took space"
+cmp "$CFS_WORK/punch" "$mnt/punch" || cfs_fail "a refused fallocate changed the bytes"
 
 # ---- I/O in flight while the same file is truncated, fallocated, punched -------------
 cfs_log "churn: I/O against truncate/fallocate/punch for 10 s"

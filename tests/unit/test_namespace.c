@@ -972,6 +972,14 @@ Test(namespace, fallocate, .init = setup, .fini = teardown)
 	cr_assert_eq(cfs_ns_fallocate(fs, f, FALLOC_FL_PUNCH_HOLE, 0, UNIT, NULL), -EOPNOTSUPP);
 	cr_assert_eq(cfs_ns_fallocate(fs, f, 0, 0, 0, NULL), -EINVAL);
 	cr_assert_eq(cfs_ns_fallocate(fs, CFS_ROOT_INO, 0, 0, UNIT, NULL), -EISDIR);
+	/* Three times the 64 MiB store: ENOSPC, as on ext4. One unit beyond
+	 * what the map addresses (twice the store): EFBIG. Neither allocates
+	 * nor resizes anything. */
+	cr_assert_eq(cfs_ns_fallocate(fs, f, 0, 0, 3 * (64ull << 20), NULL), -ENOSPC);
+	cr_assert_eq(cfs_ns_fallocate(fs, f, 0, 2 * (64ull << 20), UNIT, NULL), -EFBIG);
+	cr_assert_eq(cfs_ns_getattr(fs, f, &a), 0);
+	cr_assert_eq(a.size_bytes, 4 * UNIT);
+	cr_assert_eq(a.blocks_512, 2 * UNIT / 512);
 	cfs_ns_release(fs, in);
 }
 
